@@ -1,0 +1,48 @@
+"""``App``: assembles registry, database, service layer, HTTP app and Celery app."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from asanoha.platform.model import Feature, Registry
+from asanoha.platform.service import Service
+from asanoha.platform.settings import Settings
+from asanoha.platform.store import Database, create_all
+
+if TYPE_CHECKING:
+    from celery import Celery
+    from fastapi import FastAPI
+
+
+class App:
+    """An application: its features, and the runtime built from them and the settings."""
+
+    def __init__(self, features: Iterable[Feature], settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.registry = Registry(features)
+        self.database = Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
+        self.service = Service(self.registry, self.database)
+
+    def create_schema(self) -> None:
+        """Create every table of the registry that does not exist yet."""
+        create_all(self.registry, self.database)
+
+    @functools.cached_property
+    def http(self) -> FastAPI:
+        """The FastAPI application."""
+        from asanoha.platform.http import build_http_app
+
+        return build_http_app(self)
+
+    @functools.cached_property
+    def celery(self) -> Celery:
+        """The Celery application; building it connects the outbox to the broker."""
+        from asanoha.workers import make_celery
+
+        return make_celery(self)
+
+    def close(self) -> None:
+        """Release the database pool."""
+        self.database.dispose()

@@ -1,0 +1,38 @@
+"""The catalogue of error reasons: stable, machine-readable, translated in ``i18n/``."""
+
+from enum import StrEnum
+
+
+class Reasons(StrEnum):
+    """Why a call failed. Every member has an entry in ``i18n/en.yaml`` and ``i18n/de.yaml``."""
+
+    # 400
+    VALIDATION_FAILED = "validation_failed"
+    MALFORMED_JSON = "malformed_json"
+    JSON_TOO_DEEP = "json_too_deep"
+    # 401
+    TOKEN_MISSING = "token_missing"
+    TOKEN_EXPIRED = "token_expired"
+    TOKEN_INVALID = "token_invalid"
+    # 403
+    ROLE_REQUIRED = "role_required"
+    INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK = "instruction_field_write_requires_high_risk"
+    IRREVERSIBLE_OPERATION_REQUIRES_HIGH_RISK = "irreversible_operation_requires_high_risk"
+    PUBLIC_INTAKE_REQUIRED = "public_intake_required"
+    # 404
+    HANDLER_NOT_FOUND = "handler_not_found"
+    ENTITY_NOT_FOUND = "entity_not_found"
+    JOB_NOT_FOUND = "job_not_found"
+    # 409
+    VERSION_CONFLICT = "version_conflict"
+    UNIQUE_VIOLATION = "unique_violation"
+    ENTITY_DELETED = "entity_deleted"
+    ENTITY_NOT_DELETED = "entity_not_deleted"
+    # 413
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    # 422
+    UNPROCESSABLE = "unprocessable"
+    # 429
+    RATE_LIMITED = "rate_limited"
+    # 500
+    INTERNAL_ERROR = "internal_error"

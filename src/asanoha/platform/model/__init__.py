@@ -1,0 +1,41 @@
+"""Definitions: fields, entities, features, handlers, access, agent hints and names."""
+
+from asanoha.platform.model import fields
+from asanoha.platform.model.access import Access
+from asanoha.platform.model.agent import Agent, AgentExposure, Risk, resolve_agent_exposure
+from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.entity import Entity, instruction_fields
+from asanoha.platform.model.feature import Feature
+from asanoha.platform.model.handlers import (
+    ConsumerDef,
+    EntityDef,
+    EventDef,
+    HandlerDef,
+    JobDef,
+)
+from asanoha.platform.model.names import make_qn, parse_qn, to_kebab
+from asanoha.platform.model.registry import Registry
+from asanoha.platform.model.users import SessionUser
+
+__all__ = [
+    "Access",
+    "Agent",
+    "AgentExposure",
+    "Backoff",
+    "ConsumerDef",
+    "Entity",
+    "EntityDef",
+    "EventDef",
+    "Feature",
+    "HandlerDef",
+    "JobDef",
+    "Registry",
+    "Risk",
+    "SessionUser",
+    "fields",
+    "instruction_fields",
+    "make_qn",
+    "parse_qn",
+    "resolve_agent_exposure",
+    "to_kebab",
+]

@@ -1,0 +1,45 @@
+"""Agent hints: how risky a handler is, and whether agents see it as a tool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from asanoha.platform.model.handlers import HandlerDef
+
+Risk = Literal["low", "mid", "high"]
+RISK_ORDER: dict[str, int] = {"low": 0, "mid": 1, "high": 2}
+
+
+@dataclass(frozen=True)
+class Agent:
+    """Declared agent hints. ``risk=None`` takes the default of the handler kind."""
+
+    risk: Risk | None = None
+    expose: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.risk is not None and self.risk not in RISK_ORDER:
+            raise ValueError(f"Agent(risk={self.risk!r}): risk must be 'low', 'mid' or 'high'")
+
+
+@dataclass(frozen=True)
+class AgentExposure:
+    """The effective hints of a handler."""
+
+    risk: Risk
+    expose: bool
+
+
+def resolve_agent_exposure(handler: HandlerDef) -> AgentExposure:
+    """The effective risk (declared, else ``low`` for queries, ``mid`` for writes) and exposure."""
+    declared = handler.agent or Agent()
+    risk: Risk = declared.risk or ("low" if handler.kind == "query" else "mid")
+    expose = declared.expose if declared.expose is not None else bool(handler.description)
+    return AgentExposure(risk=risk, expose=expose)
+
+
+def is_below(risk: Risk, floor: Risk) -> bool:
+    """Whether ``risk`` is lower than ``floor``."""
+    return RISK_ORDER[risk] < RISK_ORDER[floor]

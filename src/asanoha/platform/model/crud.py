@@ -1,0 +1,191 @@
+"""The standard CRUD handlers of an entity, and their define-time risk floors."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import Field as PydanticField
+
+from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.access import Access, check_access
+from asanoha.platform.model.agent import Agent, Risk, is_below
+from asanoha.platform.model.entity import Entity, instruction_fields
+from asanoha.platform.model.handlers import CrudBinding, CrudVerb, EntityDef, HandlerDef
+from asanoha.platform.model.names import make_qn
+
+WRITE_VERBS: tuple[CrudVerb, ...] = ("create", "update", "delete", "restore")
+READ_VERBS: tuple[CrudVerb, ...] = ("list", "detail")
+EXCLUDABLE_VERBS = ("create", "update")
+
+
+class IdPayload(BaseModel):
+    """A payload that names one row."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: uuid.UUID
+
+
+class ListPayload(BaseModel):
+    """Paging, sorting and filtering of a standard list."""
+
+    model_config = ConfigDict(extra="forbid")
+    limit: int = PydanticField(default=50, ge=1, le=500)
+    offset: int = PydanticField(default=0, ge=0)
+    cursor: str | None = None
+    sort: list[str] | None = None
+    filter: dict[str, Any] | None = None
+    include_deleted: bool = False
+
+
+def check_exclusions(
+    entity_def_name: str, entity: Entity, exclude_fields: Mapping[str, Iterable[str]] | None
+) -> dict[str, frozenset[str]]:
+    """Validate ``exclude_fields``: known verbs, known fields, nothing that must be sent."""
+    result: dict[str, frozenset[str]] = {}
+    for verb, names in (exclude_fields or {}).items():
+        if verb not in EXCLUDABLE_VERBS:
+            raise DefinitionError(
+                f"crud {entity_def_name!r}: exclude_fields takes 'create' and 'update', not {verb!r}"
+            )
+        excluded = frozenset(names)
+        for name in sorted(excluded):
+            if name not in entity.fields:
+                raise DefinitionError(
+                    f"crud {entity_def_name!r}: exclude_fields[{verb!r}] names unknown field {name!r}"
+                )
+            declared = entity.fields[name]
+            if verb == "create" and declared.required and not declared.has_default:
+                raise DefinitionError(
+                    f"crud {entity_def_name!r}: field {name!r} is required without a default, "
+                    "so it cannot be excluded from create"
+                )
+        result[verb] = excluded
+    return result
+
+
+def risk_floor(entity_def: EntityDef, verb: CrudVerb) -> tuple[Risk, str] | None:
+    """The lowest risk a standard handler may resolve to, with the reason, or ``None``."""
+    entity = entity_def.entity
+    if verb == "delete" and not entity.soft_delete:
+        return "high", "it hard-deletes (the entity has no soft delete), which is irreversible"
+    if verb in ("create", "update"):
+        excluded = entity_def.exclude_fields.get(verb, frozenset())
+        flagged = instruction_fields(entity, verb, excluded)  # type: ignore[arg-type]
+        if flagged:
+            return "high", f"it can write the read_as_instruction fields {sorted(flagged)}"
+    return None
+
+
+def apply_floor(qn: str, declared: Agent | None, floor: tuple[Risk, str] | None) -> Agent | None:
+    """Raise when ``declared`` is below the floor; otherwise the agent hints to store."""
+    if floor is None:
+        return declared
+    floor_risk, why = floor
+    if declared is not None and declared.risk is not None:
+        if is_below(declared.risk, floor_risk):
+            raise DefinitionError(
+                f"{qn} declares Agent(risk={declared.risk!r}) but {why}; it resolves to "
+                f"{floor_risk!r}. Declare risk={floor_risk!r}, or exclude the fields"
+            )
+        return declared
+    return Agent(risk=floor_risk, expose=declared.expose if declared else None)
+
+
+def build_crud_handlers(
+    entity_def: EntityDef,
+    *,
+    write: Access | None,
+    read: Access | None,
+    verbs: Iterable[CrudVerb] | None,
+    agent: Mapping[str, Agent] | None,
+    descriptions: Mapping[str, str] | None,
+) -> list[HandlerDef]:
+    """The standard handlers of ``entity_def``, floors applied."""
+    entity = entity_def.entity
+    default_verbs = [v for v in WRITE_VERBS + READ_VERBS if v != "restore" or entity.soft_delete]
+    chosen = list(verbs) if verbs is not None else default_verbs
+    agent = agent or {}
+    descriptions = descriptions or {}
+    for verb in [*agent, *descriptions, *chosen]:
+        if verb not in WRITE_VERBS + READ_VERBS:
+            raise DefinitionError(f"crud {entity_def.name!r}: unknown verb {verb!r}")
+    handlers = []
+    for verb in chosen:
+        kind: Literal["write", "query"] = "write" if verb in WRITE_VERBS else "query"
+        qn = make_qn(entity_def.feature, kind, f"{entity_def.name}:{verb}")
+        if verb == "restore" and not entity.soft_delete:
+            raise DefinitionError(f"{qn}: restore needs an entity with soft_delete=True")
+        access = check_access(write if kind == "write" else read, qn)
+        handlers.append(
+            HandlerDef(
+                qn=qn,
+                kind=kind,
+                feature=entity_def.feature,
+                func=_standard_func(entity_def.key, verb),
+                payload_model=_payload_model(entity_def, verb),
+                access=access,
+                agent=apply_floor(qn, agent.get(verb), risk_floor(entity_def, verb)),
+                description=descriptions.get(verb),
+                crud=CrudBinding(entity=entity_def.name, verb=verb),
+            )
+        )
+    return handlers
+
+
+def _payload_model(entity_def: EntityDef, verb: CrudVerb) -> type[BaseModel]:
+    entity = entity_def.entity
+    prefix = "".join(part.capitalize() for part in entity_def.name.split("-"))
+    if verb == "create":
+        fields_model = entity.create_model(entity_def.exclude_fields.get("create", ()))
+        model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{prefix}CreatePayload",
+            __base__=fields_model,
+            id=(uuid.UUID | None, PydanticField(default=None, description="optional stream id")),
+        )
+        return model
+    if verb == "update":
+        changes = entity.changes_model(entity_def.exclude_fields.get("update", ()))
+        update: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{prefix}UpdatePayload",
+            __config__=ConfigDict(extra="forbid"),
+            id=(uuid.UUID, ...),
+            version=(int, PydanticField(ge=1, description="the version you read")),
+            changes=(changes, ...),
+        )
+        return update
+    if verb == "list":
+        return ListPayload
+    return IdPayload
+
+
+def _standard_func(entity_key: str, verb: CrudVerb) -> Any:
+    def create(payload: Any, ctx: Any) -> Any:
+        return ctx.entity(entity_key).create(payload.model_dump(exclude_unset=True))
+
+    def update(payload: Any, ctx: Any) -> Any:
+        changes = payload.changes.model_dump(exclude_unset=True)
+        return ctx.entity(entity_key).update(payload.id, changes, version=payload.version)
+
+    def delete(payload: Any, ctx: Any) -> Any:
+        return ctx.entity(entity_key).delete(payload.id)
+
+    def restore(payload: Any, ctx: Any) -> Any:
+        return ctx.entity(entity_key).restore(payload.id)
+
+    def list_rows(payload: Any, ctx: Any) -> Any:
+        return ctx.entity(entity_key).list(**payload.model_dump())
+
+    def detail(payload: Any, ctx: Any) -> Any:
+        return ctx.entity(entity_key).get(payload.id)
+
+    return {
+        "create": create,
+        "update": update,
+        "delete": delete,
+        "restore": restore,
+        "list": list_rows,
+        "detail": detail,
+    }[verb]

@@ -1,0 +1,178 @@
+"""Entities: a table, typed fields and the pydantic models that validate their data."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import functools
+import uuid
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue, StringConstraints, create_model
+from pydantic import Field as PydanticField
+
+from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
+from asanoha.platform.model.names import check_segment
+
+#: Columns every entity table has; field names may not shadow them.
+BASE_COLUMNS = frozenset(
+    {"id", "tenant_id", "version", "created_at", "created_by", "modified_at", "modified_by"}
+)
+SOFT_DELETE_COLUMNS = frozenset({"is_deleted", "deleted_at", "deleted_by"})
+
+_PY_TYPES: dict[str, Any] = {
+    "long_text": str,
+    "json": JsonValue,
+    "integer": int,
+    "number": float,
+    "decimal": decimal.Decimal,
+    "boolean": bool,
+    "timestamp": dt.datetime,
+    "date": dt.date,
+    "reference": uuid.UUID,
+}
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A table of typed fields. Its rows are projections of its event streams."""
+
+    table: str
+    fields: Mapping[str, Field]
+    soft_delete: bool = False
+    unique: tuple[tuple[str, ...], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        check_table_name(self.table)
+        for name, declared in self.fields.items():
+            check_field(self, name, declared)
+        for index in self.unique:
+            unknown = [name for name in index if name not in self.fields]
+            if unknown:
+                raise DefinitionError(
+                    f"entity {self.table!r}: unique index {index} names unknown fields {unknown}"
+                )
+
+    def field_python_type(self, name: str) -> Any:
+        """The Python type a value of field ``name`` has after validation."""
+        declared = self.fields[name]
+        if declared.kind == "text":
+            return Annotated[str, StringConstraints(max_length=declared.max_length)]
+        if declared.kind == "select":
+            return Literal[declared.choices]
+        return _PY_TYPES[declared.kind]
+
+    @functools.cached_property
+    def personal_fields(self) -> frozenset[str]:
+        """Names of the fields that hold personal data."""
+        return frozenset(name for name, f in self.fields.items() if f.is_personal)
+
+    def create_model(self, excluded: Collection[str] = ()) -> type[BaseModel]:
+        """The pydantic model of a create payload (required fields without default required)."""
+        return _build_model(self, f"{_camel(self.table)}Create", excluded, partial=False)
+
+    def changes_model(self, excluded: Collection[str] = ()) -> type[BaseModel]:
+        """The pydantic model of update changes: every field optional, none nullable if required."""
+        return _build_model(self, f"{_camel(self.table)}Changes", excluded, partial=True)
+
+
+def instruction_fields(
+    entity: Entity,
+    verb: Literal["create", "update"] | None = None,
+    excluded: Collection[str] = (),
+) -> frozenset[str]:
+    """The ``read_as_instruction`` fields a write can carry.
+
+    Without a verb: every flagged field (the runtime gate intersects it with the data). For a
+    standard ``update``: the flagged fields not excluded from it. For a standard ``create``: the
+    flagged fields not excluded, plus excluded ones with a default (defaults are applied before
+    the gate, so they are written all the same).
+    """
+    flagged = {name for name, f in entity.fields.items() if f.read_as_instruction}
+    if verb is None:
+        return frozenset(flagged)
+    if verb == "update":
+        return frozenset(flagged - set(excluded))
+    return frozenset(n for n in flagged if n not in excluded or entity.fields[n].has_default)
+
+
+def check_table_name(table: str) -> None:
+    """Table names are lower-case snake case so they need no quoting."""
+    if not table.replace("_", "a").isalnum() or not table[:1].isalpha() or table.lower() != table:
+        raise DefinitionError(f"entity table {table!r} must be lower-case snake_case")
+
+
+def check_field(entity: Entity, name: str, declared: Field) -> None:
+    """Fail when a field declaration breaks a rule; the message names the field."""
+    where = f"field {name!r} of entity {entity.table!r}"
+    if name in BASE_COLUMNS or name in SOFT_DELETE_COLUMNS:
+        raise DefinitionError(f"{where} shadows a base column; rename it")
+    if not name.isidentifier() or name.lower() != name:
+        raise DefinitionError(f"{where}: field names are lower-case snake_case identifiers")
+    if declared.read_as_instruction and declared.kind not in INSTRUCTION_KINDS:
+        raise DefinitionError(
+            f"{where}: read_as_instruction is only allowed on text, long_text and json fields, "
+            f"not on {declared.kind}"
+        )
+    if declared.kind in TEXT_KINDS and declared.personal is None:
+        raise DefinitionError(
+            f"{where} declares no personal-data stance; pass personal=False, reason='...' "
+            "or personal='self' | 'tenant' | {'of': '<field>'}"
+        )
+    if declared.personal is False and not (declared.reason and declared.reason.strip()):
+        raise DefinitionError(f"{where}: personal=False needs a non-empty reason='...'")
+    if isinstance(declared.personal, Mapping):
+        subject = declared.personal.get("of")
+        if set(declared.personal) != {"of"} or subject not in entity.fields:
+            raise DefinitionError(
+                f"{where}: personal={{'of': ...}} must name another field of the entity, "
+                f"got {dict(declared.personal)!r}"
+            )
+    elif declared.personal not in (None, False, "self", "tenant"):
+        raise DefinitionError(f"{where}: unknown personal stance {declared.personal!r}")
+    if declared.kind == "select" and not declared.choices:
+        raise DefinitionError(f"{where}: a select field needs at least one choice")
+    if declared.kind == "text" and (declared.max_length or 0) < 1:
+        raise DefinitionError(f"{where}: max_length must be at least 1")
+
+
+def _camel(table: str) -> str:
+    return "".join(part.capitalize() for part in table.split("_"))
+
+
+def _build_model(
+    entity: Entity, model_name: str, excluded: Collection[str], *, partial: bool
+) -> type[BaseModel]:
+    definitions: dict[str, Any] = {}
+    for name, declared in entity.fields.items():
+        if name in excluded:
+            continue
+        python_type = entity.field_python_type(name)
+        extra: dict[str, JsonValue] = {}
+        if declared.is_personal:
+            extra["x-personal"] = True
+        if declared.read_as_instruction:
+            extra["x-read-as-instruction"] = True
+        info = PydanticField(description=declared.description, json_schema_extra=extra or None)
+        if declared.required and not partial and not declared.has_default:
+            definitions[name] = (python_type, info)
+        elif declared.required:
+            # Optional to send, but never null: an omitted value is simply not set.
+            definitions[name] = (python_type, _with_default(info, None))
+        else:
+            definitions[name] = (python_type | None, _with_default(info, None))
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        model_name, __config__=ConfigDict(extra="forbid"), **definitions
+    )
+    return model
+
+
+def _with_default(info: Any, default: Any) -> Any:
+    return PydanticField(
+        default=default,
+        description=info.description,
+        json_schema_extra=info.json_schema_extra,
+    )

@@ -1,0 +1,263 @@
+"""``Feature``: the unit an application is built from. Its decorators record frozen definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.access import Access, check_access
+from asanoha.platform.model.agent import Agent
+from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
+from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.handlers import (
+    ConsumerDef,
+    CrudVerb,
+    EntityDef,
+    EventDef,
+    HandlerDef,
+    HandlerKind,
+    JobDef,
+    Lane,
+    PostSaveHook,
+    PreSaveHook,
+    payload_model_of,
+)
+from asanoha.platform.model.names import check_segment, make_qn, to_kebab
+
+F = TypeVar("F", bound=Callable[..., Any])
+ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
+
+
+class Feature:
+    """A named set of entities, handlers, events, jobs and consumers."""
+
+    def __init__(self, name: str) -> None:
+        self.name = check_segment(name, "feature name")
+        self.entities: dict[str, EntityDef] = {}
+        self.handlers: list[HandlerDef] = []
+        self.events: list[EventDef] = []
+        self.jobs: list[JobDef] = []
+        self.consumers: list[ConsumerDef] = []
+        self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
+        self.post_save_hooks: dict[str, list[PostSaveHook]] = {}
+
+    def __repr__(self) -> str:
+        return f"Feature({self.name!r})"
+
+    # -- entities ---------------------------------------------------------------------------
+
+    def entity(
+        self,
+        name: str,
+        entity: Entity,
+        *,
+        exclude_fields: Mapping[str, Iterable[str]] | None = None,
+    ) -> EntityDef:
+        """Register ``entity`` under ``name`` (and its standard events) without handlers."""
+        kebab = check_segment(to_kebab(name), f"entity name in feature {self.name!r}")
+        if kebab in self.entities:
+            raise DefinitionError(f"feature {self.name!r} registers entity {kebab!r} twice")
+        entity_def = EntityDef(
+            feature=self.name,
+            name=kebab,
+            entity=entity,
+            exclude_fields=check_exclusions(kebab, entity, exclude_fields),
+        )
+        self.entities[kebab] = entity_def
+        for verb in ENTITY_VERBS:
+            self.events.append(EventDef(qn=entity_def.event_qn(verb), feature=self.name, model=None))
+        return entity_def
+
+    def crud(
+        self,
+        name: str,
+        entity: Entity,
+        *,
+        write: Access | None = None,
+        read: Access | None = None,
+        verbs: Iterable[CrudVerb] | None = None,
+        exclude_fields: Mapping[str, Iterable[str]] | None = None,
+        agent: Mapping[str, Agent] | None = None,
+        descriptions: Mapping[str, str] | None = None,
+    ) -> EntityDef:
+        """Register ``entity`` with its standard create/update/delete/restore/list/detail."""
+        entity_def = self.entity(name, entity, exclude_fields=exclude_fields)
+        self.handlers.extend(
+            build_crud_handlers(
+                entity_def,
+                write=write,
+                read=read,
+                verbs=verbs,
+                agent=agent,
+                descriptions=descriptions,
+            )
+        )
+        return entity_def
+
+    def pre_save(self, entity_name: str) -> Callable[[PreSaveHook], PreSaveHook]:
+        """Decorate ``hook(changes, previous, is_new) -> changes``, run before every save."""
+
+        def register(hook: PreSaveHook) -> PreSaveHook:
+            self.pre_save_hooks.setdefault(to_kebab(entity_name), []).append(hook)
+            return hook
+
+        return register
+
+    def post_save(self, entity_name: str) -> Callable[[PostSaveHook], PostSaveHook]:
+        """Decorate ``hook(row, ctx)``, run after every save inside the write transaction."""
+
+        def register(hook: PostSaveHook) -> PostSaveHook:
+            self.post_save_hooks.setdefault(to_kebab(entity_name), []).append(hook)
+            return hook
+
+        return register
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    def write_handler(
+        self,
+        name: str,
+        *,
+        access: Access | None = None,
+        agent: Agent | None = None,
+        description: str | None = None,
+        schema: type[BaseModel] | None = None,
+    ) -> Callable[[F], F]:
+        """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``."""
+        return self._handler("write", name, access, agent, description, schema)
+
+    def query_handler(
+        self,
+        name: str,
+        *,
+        access: Access | None = None,
+        agent: Agent | None = None,
+        description: str | None = None,
+        schema: type[BaseModel] | None = None,
+    ) -> Callable[[F], F]:
+        """Register ``func(payload, ctx: QueryContext)`` as ``<feature>:query:<name>``."""
+        return self._handler("query", name, access, agent, description, schema)
+
+    def _handler(
+        self,
+        kind: HandlerKind,
+        name: str,
+        access: Access | None,
+        agent: Agent | None,
+        description: str | None,
+        schema: type[BaseModel] | None,
+    ) -> Callable[[F], F]:
+        qn = make_qn(self.name, kind, name)
+        checked = check_access(access, qn)
+
+        def register(func: F) -> F:
+            self.handlers.append(
+                HandlerDef(
+                    qn=qn,
+                    kind=kind,
+                    feature=self.name,
+                    func=func,
+                    payload_model=payload_model_of(func, schema, qn),
+                    access=checked,
+                    agent=agent,
+                    description=description or _first_line(func.__doc__),
+                )
+            )
+            return func
+
+        return register
+
+    # -- events, jobs, consumers ------------------------------------------------------------
+
+    def event(
+        self, name: str, model: type[BaseModel] | None = None, pii: Literal["none", "contains"] = "none"
+    ) -> EventDef:
+        """Declare a domain event ``<feature>:event:<name>`` with its payload model."""
+        event_def = EventDef(qn=make_qn(self.name, "event", name), feature=self.name, model=model, pii=pii)
+        self.events.append(event_def)
+        return event_def
+
+    def job(
+        self,
+        name: str,
+        *,
+        on: str | None = None,
+        cron: str | None = None,
+        manual: bool = False,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+        lane: Lane = "worker",
+        timeout: float | None = None,
+        description: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``."""
+        qn = make_qn(self.name, "job", name)
+        if on is None and cron is None and not manual:
+            raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
+        if retries < 0:
+            raise DefinitionError(f"{qn}: retries must be >= 0")
+        if lane not in ("worker", "api"):
+            raise DefinitionError(f"{qn}: lane must be 'worker' or 'api', not {lane!r}")
+        if timeout is not None and timeout <= 0:
+            raise DefinitionError(f"{qn}: timeout must be positive")
+
+        def register(func: F) -> F:
+            self.jobs.append(
+                JobDef(
+                    qn=qn,
+                    feature=self.name,
+                    func=func,
+                    on=on,
+                    cron=cron,
+                    manual=manual,
+                    retries=retries,
+                    backoff=backoff or Backoff.exponential(),
+                    lane=lane,
+                    timeout=timeout,
+                    description=description or _first_line(func.__doc__),
+                )
+            )
+            return func
+
+        return register
+
+    def consumer(
+        self,
+        name: str,
+        *,
+        on: Iterable[str],
+        delivery: Literal["shared"] = "shared",
+        max_attempts: int = 5,
+    ) -> Callable[[F], F]:
+        """Register ``func(event, ctx)`` to follow the event types ``on`` in order."""
+        qn = make_qn(self.name, "consumer", name)
+        event_types = tuple(on)
+        if not event_types:
+            raise DefinitionError(f"{qn}: on=[...] must name at least one event type")
+        if delivery != "shared":
+            raise DefinitionError(f"{qn}: only delivery='shared' is supported")
+        if max_attempts < 1:
+            raise DefinitionError(f"{qn}: max_attempts must be >= 1")
+
+        def register(func: F) -> F:
+            self.consumers.append(
+                ConsumerDef(
+                    qn=qn,
+                    feature=self.name,
+                    func=func,
+                    on=event_types,
+                    delivery=delivery,
+                    max_attempts=max_attempts,
+                )
+            )
+            return func
+
+        return register
+
+
+def _first_line(doc: str | None) -> str | None:
+    return doc.strip().splitlines()[0] if doc and doc.strip() else None

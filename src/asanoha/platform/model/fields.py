@@ -1,0 +1,219 @@
+"""Field declarations of an entity: ``fields.text(...)``, ``fields.integer(...)``, ...
+
+Constructors record what was declared; the entity checks the declarations (it knows the field
+names, so its errors can name them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FieldKind = Literal[
+    "text",
+    "long_text",
+    "json",
+    "integer",
+    "number",
+    "decimal",
+    "boolean",
+    "select",
+    "timestamp",
+    "date",
+    "reference",
+]
+#: ``False`` (with a reason), the subject themself, the tenant, or the subject named by a field.
+PersonalStance = Literal[False, "self", "tenant"] | Mapping[str, str] | None
+
+TEXT_KINDS: frozenset[str] = frozenset({"text", "long_text"})
+INSTRUCTION_KINDS: frozenset[str] = frozenset({"text", "long_text", "json"})
+DEFAULT_TEXT_LENGTH = 200
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One declared field."""
+
+    kind: FieldKind
+    required: bool = False
+    default: Any = MISSING
+    sortable: bool = False
+    filterable: bool = False
+    read_as_instruction: bool = False
+    personal: PersonalStance = None
+    reason: str | None = None
+    max_length: int | None = None
+    choices: tuple[str, ...] = ()
+    references: str | None = None
+    description: str | None = None
+
+    @property
+    def has_default(self) -> bool:
+        """Whether a default is applied on create."""
+        return self.default is not MISSING
+
+    @property
+    def is_personal(self) -> bool:
+        """Whether values of this field are personal data."""
+        return self.personal not in (None, False)
+
+
+def _field(kind: FieldKind, **options: Any) -> Field:
+    return Field(kind=kind, **options)
+
+
+def text(
+    *,
+    max_length: int = DEFAULT_TEXT_LENGTH,
+    required: bool = False,
+    default: Any = MISSING,
+    sortable: bool = False,
+    filterable: bool = False,
+    read_as_instruction: bool = False,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+) -> Field:
+    """A short text (at most ``max_length`` characters, 200 by default)."""
+    return _field(
+        "text",
+        max_length=max_length,
+        required=required,
+        default=default,
+        sortable=sortable,
+        filterable=filterable,
+        read_as_instruction=read_as_instruction,
+        personal=personal,
+        reason=reason,
+        description=description,
+    )
+
+
+def long_text(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    read_as_instruction: bool = False,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+) -> Field:
+    """A text of any length; not sortable or filterable."""
+    return _field(
+        "long_text",
+        required=required,
+        default=default,
+        read_as_instruction=read_as_instruction,
+        personal=personal,
+        reason=reason,
+        description=description,
+    )
+
+
+def json(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    read_as_instruction: bool = False,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+) -> Field:
+    """Any JSON value."""
+    return _field(
+        "json",
+        required=required,
+        default=default,
+        read_as_instruction=read_as_instruction,
+        personal=personal,
+        reason=reason,
+        description=description,
+    )
+
+
+def _scalar(kind: FieldKind) -> Any:
+    def build(
+        *,
+        required: bool = False,
+        default: Any = MISSING,
+        sortable: bool = False,
+        filterable: bool = False,
+        read_as_instruction: bool = False,
+        personal: PersonalStance = None,
+        reason: str | None = None,
+        description: str | None = None,
+    ) -> Field:
+        return _field(
+            kind,
+            required=required,
+            default=default,
+            sortable=sortable,
+            filterable=filterable,
+            read_as_instruction=read_as_instruction,
+            personal=personal,
+            reason=reason,
+            description=description,
+        )
+
+    build.__name__ = kind
+    build.__doc__ = f"A {kind.replace('_', ' ')} field."
+    return build
+
+
+integer = _scalar("integer")
+number = _scalar("number")
+decimal = _scalar("decimal")
+boolean = _scalar("boolean")
+timestamp = _scalar("timestamp")
+date = _scalar("date")
+
+
+def select(
+    choices: Sequence[str],
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    sortable: bool = False,
+    filterable: bool = False,
+    description: str | None = None,
+    read_as_instruction: bool = False,
+) -> Field:
+    """One of ``choices``."""
+    return _field(
+        "select",
+        choices=tuple(choices),
+        required=required,
+        default=default,
+        sortable=sortable,
+        filterable=filterable,
+        description=description,
+        read_as_instruction=read_as_instruction,
+    )
+
+
+def reference(
+    entity: str,
+    *,
+    required: bool = False,
+    filterable: bool = False,
+    description: str | None = None,
+    read_as_instruction: bool = False,
+) -> Field:
+    """The id of a row of another entity."""
+    return _field(
+        "reference",
+        references=entity,
+        required=required,
+        filterable=filterable,
+        description=description,
+        read_as_instruction=read_as_instruction,
+    )

@@ -1,0 +1,128 @@
+"""Frozen definitions of handlers, events, jobs, consumers and entity bindings."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.access import Access
+from asanoha.platform.model.agent import Agent
+from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.entity import Entity
+
+HandlerKind = Literal["write", "query"]
+CrudVerb = Literal["create", "update", "delete", "restore", "list", "detail"]
+Lane = Literal["worker", "api"]
+HandlerFunc = Callable[[Any, Any], Any]
+#: ``hook(changes, previous_row_or_None, is_new) -> changes``
+PreSaveHook = Callable[[dict[str, Any], dict[str, Any] | None, bool], dict[str, Any]]
+#: ``hook(row, ctx)``, inside the write transaction
+PostSaveHook = Callable[[dict[str, Any], Any], None]
+
+
+@dataclass(frozen=True)
+class EntityDef:
+    """An entity registered under a name in a feature."""
+
+    feature: str
+    name: str
+    entity: Entity
+    exclude_fields: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``feature:name``: how the registry and streams refer to this entity."""
+        return f"{self.feature}:{self.name}"
+
+    def event_qn(self, verb: str) -> str:
+        """The event type of a standard verb, ``feature:event:<entity>.<verb>``."""
+        return f"{self.feature}:event:{self.name}.{verb}"
+
+
+@dataclass(frozen=True)
+class CrudBinding:
+    """Marks a standard handler: which entity and verb it serves."""
+
+    entity: str
+    verb: CrudVerb
+
+
+@dataclass(frozen=True)
+class HandlerDef:
+    """A write or query handler: ``func(payload, ctx)``."""
+
+    qn: str
+    kind: HandlerKind
+    feature: str
+    func: HandlerFunc
+    payload_model: type[BaseModel]
+    access: Access
+    agent: Agent | None = None
+    description: str | None = None
+    crud: CrudBinding | None = None
+
+
+@dataclass(frozen=True)
+class EventDef:
+    """A domain event type and the model of its payload (``None``: any JSON object)."""
+
+    qn: str
+    feature: str
+    model: type[BaseModel] | None
+    pii: Literal["none", "contains"] = "none"
+    schema_version: int = 1
+
+
+@dataclass(frozen=True)
+class JobDef:
+    """A background job: ``func(payload: dict, ctx: JobContext)``, run as a Celery task."""
+
+    qn: str
+    feature: str
+    func: Callable[[dict[str, Any], Any], Any]
+    on: str | None = None
+    cron: str | None = None
+    manual: bool = False
+    retries: int = 0
+    backoff: Backoff = field(default_factory=lambda: Backoff.exponential())
+    lane: Lane = "worker"
+    timeout: float | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerDef:
+    """An event consumer following the event log with a durable cursor."""
+
+    qn: str
+    feature: str
+    func: Callable[[Any, Any], Any]
+    on: tuple[str, ...]
+    delivery: Literal["shared"] = "shared"
+    max_attempts: int = 5
+
+
+def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:
+    """The payload model: ``schema=`` or the annotation of the handler's first parameter."""
+    if schema is not None:
+        model: type = schema
+    else:
+        params = list(inspect.signature(func).parameters.values())
+        if not params:
+            raise DefinitionError(f"{qn}: a handler takes (payload, ctx)")
+        try:
+            hints = typing.get_type_hints(func)
+        except NameError as exc:
+            raise DefinitionError(f"{qn}: cannot resolve the payload annotation: {exc}") from exc
+        model = hints.get(params[0].name, inspect.Parameter.empty)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise DefinitionError(
+            f"{qn}: annotate the first parameter with a pydantic model, or pass schema=..."
+        )
+    return model

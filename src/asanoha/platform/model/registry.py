@@ -1,0 +1,165 @@
+"""``Registry``: a validated, immutable view of a set of features."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.feature import Feature
+from asanoha.platform.model.handlers import (
+    ConsumerDef,
+    EntityDef,
+    EventDef,
+    HandlerDef,
+    JobDef,
+    PostSaveHook,
+    PreSaveHook,
+)
+from asanoha.platform.model.names import parse_qn
+
+
+class Registry:
+    """Every definition of an application, looked up by qualified name.
+
+    Building it checks what no single feature can: duplicate names and tables, job triggers
+    and consumer subscriptions that name nothing.
+    """
+
+    def __init__(self, features: Iterable[Feature]) -> None:
+        self.features: tuple[Feature, ...] = tuple(features)
+        self._handlers: dict[str, HandlerDef] = {}
+        self._events: dict[str, EventDef] = {}
+        self._jobs: dict[str, JobDef] = {}
+        self._consumers: dict[str, ConsumerDef] = {}
+        self._entities: dict[str, EntityDef] = {}
+        self._pre_save: dict[str, tuple[PreSaveHook, ...]] = {}
+        self._post_save: dict[str, tuple[PostSaveHook, ...]] = {}
+        names: set[str] = set()
+        for feature in self.features:
+            if feature.name in names:
+                raise DefinitionError(f"feature {feature.name!r} is registered twice")
+            names.add(feature.name)
+            self._collect(feature)
+        self._check_tables()
+        self._check_triggers()
+        self._by_trigger: dict[str, tuple[JobDef, ...]] = {}
+        for job in self._jobs.values():
+            if job.on is not None:
+                self._by_trigger[job.on] = (*self._by_trigger.get(job.on, ()), job)
+
+    def _collect(self, feature: Feature) -> None:
+        qns: dict[str, object] = {}
+        for table, items in (
+            (self._handlers, feature.handlers),
+            (self._events, feature.events),
+            (self._jobs, feature.jobs),
+            (self._consumers, feature.consumers),
+        ):
+            for item in items:
+                if item.qn in qns or item.qn in table:  # type: ignore[operator]
+                    raise DefinitionError(f"qualified name {item.qn!r} is defined twice")
+                qns[item.qn] = item
+                table[item.qn] = item  # type: ignore[index]
+        for entity_def in feature.entities.values():
+            self._entities[entity_def.key] = entity_def
+        for hooks, target in (
+            (feature.pre_save_hooks, self._pre_save),
+            (feature.post_save_hooks, self._post_save),
+        ):
+            for name, funcs in hooks.items():
+                key = f"{feature.name}:{name}"
+                if key not in self._entities:
+                    raise DefinitionError(f"feature {feature.name!r}: a save hook names unknown entity {name!r}")
+                target[key] = tuple(funcs)  # type: ignore[assignment]
+
+    def _check_tables(self) -> None:
+        seen: dict[str, str] = {}
+        for key, entity_def in self._entities.items():
+            table = entity_def.entity.table
+            if table.startswith("asanoha_"):
+                raise DefinitionError(f"entity {key}: table names starting with 'asanoha_' are reserved")
+            if table in seen:
+                raise DefinitionError(f"entities {seen[table]} and {key} both use table {table!r}")
+            seen[table] = key
+
+    def _check_triggers(self) -> None:
+        for job in self._jobs.values():
+            if job.on is None:
+                continue
+            try:
+                target = parse_qn(job.on)
+            except ValueError as exc:
+                raise DefinitionError(f"{job.qn}: on={job.on!r} is not a qualified name") from exc
+            if target.kind == "write" and job.on not in self._handlers:
+                raise DefinitionError(f"{job.qn}: on={job.on!r} names no registered write handler")
+            if target.kind == "event" and job.on not in self._events:
+                raise DefinitionError(f"{job.qn}: on={job.on!r} names no declared event")
+            if target.kind not in ("write", "event"):
+                raise DefinitionError(f"{job.qn}: on= takes a write handler or an event, not {job.on!r}")
+        for consumer in self._consumers.values():
+            for event in consumer.on:
+                if event not in self._events:
+                    raise DefinitionError(f"{consumer.qn}: on= names undeclared event {event!r}")
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def handler(self, qn: str) -> HandlerDef:
+        """The write or query handler ``qn``; ``KeyError`` when there is none."""
+        return self._handlers[qn]
+
+    def find_handler(self, qn: str) -> HandlerDef | None:
+        """The handler ``qn`` or ``None``."""
+        return self._handlers.get(qn)
+
+    @property
+    def handlers(self) -> tuple[HandlerDef, ...]:
+        """Every write and query handler."""
+        return tuple(self._handlers.values())
+
+    def entity(self, key: str) -> EntityDef:
+        """The entity registered as ``feature:name``."""
+        return self._entities[key]
+
+    def find_entity(self, key: str) -> EntityDef | None:
+        """The entity ``feature:name`` or ``None``."""
+        return self._entities.get(key)
+
+    @property
+    def entities(self) -> tuple[EntityDef, ...]:
+        """Every registered entity."""
+        return tuple(self._entities.values())
+
+    def event(self, qn: str) -> EventDef | None:
+        """The declared event ``qn`` or ``None``."""
+        return self._events.get(qn)
+
+    @property
+    def events(self) -> tuple[EventDef, ...]:
+        """Every declared event."""
+        return tuple(self._events.values())
+
+    def job(self, qn: str) -> JobDef | None:
+        """The job ``qn`` or ``None``."""
+        return self._jobs.get(qn)
+
+    @property
+    def jobs(self) -> tuple[JobDef, ...]:
+        """Every job."""
+        return tuple(self._jobs.values())
+
+    def jobs_triggered_by(self, qn: str) -> tuple[JobDef, ...]:
+        """The jobs declared with ``on=qn``."""
+        return self._by_trigger.get(qn, ())
+
+    @property
+    def consumers(self) -> tuple[ConsumerDef, ...]:
+        """Every consumer."""
+        return tuple(self._consumers.values())
+
+    def pre_save_hooks(self, entity_key: str) -> tuple[PreSaveHook, ...]:
+        """Pre-save hooks of the entity ``feature:name``."""
+        return self._pre_save.get(entity_key, ())
+
+    def post_save_hooks(self, entity_key: str) -> tuple[PostSaveHook, ...]:
+        """Post-save hooks of the entity ``feature:name``."""
+        return self._post_save.get(entity_key, ())

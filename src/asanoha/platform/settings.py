@@ -1,0 +1,30 @@
+"""Settings from ``ASANOHA_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EMBEDDED_DATABASE_URL = "sqlite+pysqlite:///asanoha.sqlite3"
+EMBEDDED_BROKER_URL = "memory://"
+
+
+class Settings(BaseSettings):
+    """Runtime configuration. With nothing set: SQLite file and the in-process broker."""
+
+    model_config = SettingsConfigDict(env_prefix="ASANOHA_", extra="ignore")
+
+    database_url: str = EMBEDDED_DATABASE_URL
+    database_pool_size: int = 10
+    broker_url: str = EMBEDDED_BROKER_URL
+    #: Prefix of every queue name, so several stacks can share one broker without seeing
+    #: each other's messages.
+    queue_prefix: str = "asanoha"
+    #: Redis visibility timeout in seconds: no countdown or job timeout may exceed it.
+    visibility_timeout: float = 3600.0
+    jwt_secret: str = "change-me-in-production"
+    jwt_algorithm: str = "HS256"
+    jwt_ttl_seconds: int = 3600
+    max_body_bytes: int = 1024 * 1024
+    max_json_depth: int = 32
+    development: bool = False
+    default_tenant: str = "default"

@@ -1,0 +1,21 @@
+"""Persistence: tables, the event store, entity projections and schema creation."""
+
+from asanoha.platform.store.backends import Backend, PostgresBackend, SqliteBackend
+from asanoha.platform.store.database import Database
+from asanoha.platform.store.events import StoredEvent, append_event, read_events, stream_version
+from asanoha.platform.store.schema import create_all
+from asanoha.platform.store.tables import Tables, build_tables
+
+__all__ = [
+    "Backend",
+    "Database",
+    "PostgresBackend",
+    "SqliteBackend",
+    "StoredEvent",
+    "Tables",
+    "append_event",
+    "build_tables",
+    "create_all",
+    "read_events",
+    "stream_version",
+]

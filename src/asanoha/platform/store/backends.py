@@ -1,0 +1,96 @@
+"""The one seam between Postgres and SQLite: engine setup, conflict-free append, extra DDL."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+
+class Backend(Protocol):
+    """What differs between the supported databases."""
+
+    name: str
+
+    def create_engine(self, url: URL, pool_size: int) -> Engine:
+        """An engine configured for the platform's transaction pattern."""
+
+    def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
+        """Insert ``row`` and return its primary key; ``None`` when a unique key exists already."""
+
+    def after_create(self, conn: Connection) -> None:
+        """DDL the portable table definitions cannot express."""
+
+
+class PostgresBackend:
+    """Postgres: a connection pool; the writing transaction id on every event."""
+
+    name = "postgresql"
+
+    def create_engine(self, url: URL, pool_size: int) -> Engine:
+        return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+    def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
+        # ON CONFLICT DO NOTHING waits for a concurrent inserter of the same key and then
+        # yields nothing: exactly one writer of a stream version wins, and the loser's
+        # transaction stays usable (no aborted-transaction state to roll back).
+        statement = postgresql.insert(table).values(row).on_conflict_do_nothing()
+        return conn.execute(statement.returning(*table.primary_key)).scalar_one_or_none()
+
+    def after_create(self, conn: Connection) -> None:
+        # Consumers use the writer's transaction id to find events committed out of id order.
+        conn.execute(
+            text(
+                "ALTER TABLE asanoha_events ADD COLUMN IF NOT EXISTS tx_id xid8 "
+                "NOT NULL DEFAULT pg_current_xact_id()"
+            )
+        )
+
+
+class SqliteBackend:
+    """SQLite (the embedded default): one writer at a time, taken at BEGIN."""
+
+    name = "sqlite"
+
+    def create_engine(self, url: URL, pool_size: int) -> Engine:
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            poolclass=NullPool if url.database in (None, "", ":memory:") else None,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_connection: Any, _record: Any) -> None:
+            # Let SQLAlchemy's BEGIN below be the only transaction control.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # A deferred transaction that reads and then writes cannot wait for the lock
+            # (SQLITE_BUSY); taking the write lock at BEGIN serializes writers instead.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
+        statement = sqlite.insert(table).values(row).on_conflict_do_nothing()
+        return conn.execute(statement.returning(*table.primary_key)).scalar_one_or_none()
+
+    def after_create(self, conn: Connection) -> None:
+        return None
+
+
+def backend_for(url: URL) -> Backend:
+    """The backend of a database URL."""
+    if url.get_backend_name() == "postgresql":
+        return PostgresBackend()
+    if url.get_backend_name() == "sqlite":
+        return SqliteBackend()
+    raise ValueError(f"unsupported database {url.get_backend_name()!r}: use postgresql or sqlite")

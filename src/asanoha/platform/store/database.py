@@ -1,0 +1,47 @@
+"""``Database``: an engine plus the backend seam of its dialect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Connection, make_url
+
+from asanoha.platform.store.backends import Backend, backend_for
+
+
+def normalize_url(url: str) -> str:
+    """Use psycopg 3 for plain ``postgresql://`` URLs."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+class Database:
+    """The database of an application."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = make_url(normalize_url(url))
+        self.backend: Backend = backend_for(self.url)
+        self.engine = self.backend.create_engine(self.url, pool_size)
+
+    @property
+    def dialect(self) -> str:
+        """``postgresql`` or ``sqlite``."""
+        return self.backend.name
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A connection in a transaction: committed on success, rolled back on error."""
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection for reads (a transaction begins on first use and is rolled back)."""
+        with self.engine.connect() as conn:
+            yield conn
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

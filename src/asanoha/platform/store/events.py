@@ -1,0 +1,121 @@
+"""Append events to a stream with an expected version, and read them back in order."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from asanoha.platform.errors import VersionConflictError
+from asanoha.platform.store.backends import Backend
+from asanoha.platform.store.tables import Tables
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event as the store keeps it; ``id`` is its global position."""
+
+    id: int
+    stream_id: str
+    stream_type: str
+    tenant_id: str
+    version: int
+    type: str
+    schema_version: int
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+    created_at: dt.datetime
+    created_by: str
+
+
+def stream_version(conn: Connection, tables: Tables, tenant_id: str, stream_id: str) -> int:
+    """The version of the newest event of a stream, 0 for a stream without events."""
+    events = tables.events
+    query = select(func.coalesce(func.max(events.c.version), 0)).where(
+        events.c.tenant_id == tenant_id, events.c.stream_id == stream_id
+    )
+    return int(conn.execute(query).scalar_one())
+
+
+def append_event(
+    conn: Connection,
+    backend: Backend,
+    tables: Tables,
+    *,
+    tenant_id: str,
+    stream_id: str,
+    stream_type: str,
+    expected_version: int,
+    type: str,
+    payload: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    created_by: str,
+    schema_version: int = 1,
+) -> StoredEvent:
+    """Append one event as version ``expected_version + 1`` of its stream.
+
+    Raises ``VersionConflictError`` when that version exists already: a concurrent writer won,
+    or the caller read a stale version.
+    """
+    now = dt.datetime.now(dt.UTC)
+    row = {
+        "stream_id": stream_id,
+        "stream_type": stream_type,
+        "tenant_id": tenant_id,
+        "version": expected_version + 1,
+        "type": type,
+        "schema_version": schema_version,
+        "payload": dict(payload),
+        "metadata": dict(metadata),
+        "created_at": now,
+        "created_by": created_by,
+    }
+    event_id = backend.insert_unless_exists(conn, tables.events, row)
+    if event_id is None:
+        raise VersionConflictError(
+            stream_id=stream_id,
+            expected_version=expected_version,
+            current_version=stream_version(conn, tables, tenant_id, stream_id),
+        )
+    return StoredEvent(id=int(event_id), **row)  # type: ignore[arg-type]
+
+
+def read_events(
+    conn: Connection,
+    tables: Tables,
+    *,
+    after: int = 0,
+    limit: int = 1000,
+    types: Collection[str] | None = None,
+    stream_id: str | None = None,
+    tenant_id: str | None = None,
+) -> list[StoredEvent]:
+    """Events with a position above ``after``, oldest first."""
+    events = tables.events
+    query = select(*(events.c[name] for name in _COLUMNS)).where(events.c.id > after)
+    if types is not None:
+        query = query.where(events.c.type.in_(list(types)))
+    if stream_id is not None:
+        query = query.where(events.c.stream_id == stream_id)
+    if tenant_id is not None:
+        query = query.where(events.c.tenant_id == tenant_id)
+    rows = conn.execute(query.order_by(events.c.id).limit(limit)).mappings()
+    return [StoredEvent(**row) for row in rows]
+
+
+_COLUMNS = (
+    "id",
+    "stream_id",
+    "stream_type",
+    "tenant_id",
+    "version",
+    "type",
+    "schema_version",
+    "payload",
+    "metadata",
+    "created_at",
+    "created_by",
+)

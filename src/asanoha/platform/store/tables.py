@@ -1,0 +1,163 @@
+"""SQLAlchemy Core tables: the event store, the outbox, job runs, consumers and entity rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.types import TypeEngine
+
+from asanoha.platform.model import EntityDef, Registry
+from asanoha.platform.model.fields import Field
+
+# JSONB on Postgres, JSON text elsewhere. BigInteger identity on Postgres; SQLite only
+# auto-increments an INTEGER PRIMARY KEY.
+Json: TypeEngine[object] = JSON().with_variant(JSONB(), "postgresql")
+Position = BigInteger().with_variant(Integer(), "sqlite")
+Timestamp = DateTime(timezone=True)
+
+
+def _column_type(declared: Field) -> TypeEngine[object]:
+    mapping: dict[str, TypeEngine[object]] = {
+        "text": String(declared.max_length or 200),
+        "long_text": Text(),
+        "json": Json,
+        "integer": BigInteger(),
+        "number": Float(),
+        "decimal": Numeric(38, 10),
+        "boolean": Boolean(),
+        "select": String(max((len(c) for c in declared.choices), default=1)),
+        "timestamp": Timestamp,
+        "date": Date(),
+        "reference": Uuid(),
+    }
+    return mapping[declared.kind]
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables of one registry, in one ``MetaData``."""
+
+    metadata: MetaData
+    events: Table
+    outbox: Table
+    job_runs: Table
+    consumers: Table
+    entities: dict[str, Table]
+
+    def entity(self, key: str) -> Table:
+        """The table of the entity ``feature:name``."""
+        return self.entities[key]
+
+
+def build_tables(registry: Registry) -> Tables:
+    """Declare every table the registry needs."""
+    metadata = MetaData()
+    events = Table(
+        "asanoha_events",
+        metadata,
+        Column("id", Position, primary_key=True, autoincrement=True),
+        Column("stream_id", String(64), nullable=False),
+        Column("stream_type", String(200), nullable=False),
+        Column("tenant_id", String(64), nullable=False),
+        Column("version", Integer, nullable=False),
+        Column("type", String(200), nullable=False),
+        Column("schema_version", Integer, nullable=False, default=1),
+        Column("payload", Json, nullable=False),
+        Column("metadata", Json, nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        Column("created_by", String(64), nullable=False),
+        UniqueConstraint("tenant_id", "stream_id", "version", name="uq_asanoha_events_stream_version"),
+        Index("ix_asanoha_events_type_id", "type", "id"),
+    )
+    outbox = Table(
+        "asanoha_outbox",
+        metadata,
+        Column("id", Uuid, primary_key=True),
+        Column("job_qn", String(200), nullable=False),
+        Column("payload", Json, nullable=False),
+        Column("headers", Json, nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        Column("published_at", Timestamp, nullable=True),
+        Column("publish_attempts", Integer, nullable=False, default=0),
+        Index("ix_asanoha_outbox_unpublished", "published_at", "created_at"),
+    )
+    job_runs = Table(
+        "asanoha_job_runs",
+        metadata,
+        Column("id", Position, primary_key=True, autoincrement=True),
+        Column("job_qn", String(200), nullable=False),
+        Column("task_id", String(64), nullable=False),
+        Column("tenant_id", String(64), nullable=True),
+        Column("attempt", Integer, nullable=False),
+        Column("status", String(16), nullable=False),
+        Column("error", Text, nullable=True),
+        Column("started_at", Timestamp, nullable=False),
+        Column("finished_at", Timestamp, nullable=True),
+        UniqueConstraint("task_id", "attempt", name="uq_asanoha_job_runs_task_attempt"),
+        Index("ix_asanoha_job_runs_status", "status", "finished_at"),
+    )
+    consumers = Table(
+        "asanoha_consumers",
+        metadata,
+        Column("name", String(200), primary_key=True),
+        Column("position", Position, nullable=False, default=0),
+        Column("status", String(16), nullable=False, default="idle"),
+        Column("attempts", Integer, nullable=False, default=0),
+        Column("last_error", Text, nullable=True),
+        Column("pending", Json, nullable=True),
+        Column("updated_at", Timestamp, nullable=False),
+    )
+    entities = {entity_def.key: _entity_table(metadata, entity_def) for entity_def in registry.entities}
+    return Tables(metadata, events, outbox, job_runs, consumers, entities)
+
+
+def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
+    entity = entity_def.entity
+    columns: list[Column[object]] = [
+        Column("id", Uuid, primary_key=True),
+        Column("tenant_id", String(64), nullable=False, index=True),
+        Column("version", Integer, nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        Column("created_by", String(64), nullable=False),
+        Column("modified_at", Timestamp, nullable=False),
+        Column("modified_by", String(64), nullable=False),
+    ]
+    if entity.soft_delete:
+        columns += [
+            Column("is_deleted", Boolean, nullable=False, default=False),
+            Column("deleted_at", Timestamp, nullable=True),
+            Column("deleted_by", String(64), nullable=True),
+        ]
+    for name, declared in entity.fields.items():
+        columns.append(Column(name, _column_type(declared), nullable=True))
+    table = Table(entity.table, metadata, *columns)
+    for name, declared in entity.fields.items():
+        if declared.sortable or declared.filterable:
+            Index(f"ix_{entity.table}_{name}", table.c.tenant_id, table.c[name])
+    for fields_ in entity.unique:
+        Index(
+            f"uq_{entity.table}_{'_'.join(fields_)}",
+            table.c.tenant_id,
+            *(table.c[name] for name in fields_),
+            unique=True,
+        )
+    return table
