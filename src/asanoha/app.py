@@ -22,7 +22,9 @@ class App:
     def __init__(self, features: Iterable[Feature], settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
         self.registry = Registry(features)
-        self.database = Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
+        self.database = Database(
+            self.settings.database_url, pool_size=self.settings.database_pool_size
+        )
         self.service = Service(self.registry, self.database)
 
     def create_schema(self) -> None:

@@ -23,6 +23,7 @@ class AsanohaError(Exception):
         self,
         reason: Reasons | None = None,
         message: str | None = None,
+        /,
         **details: Any,
     ) -> None:
         self.reason: Reasons = reason or self.default_reason
@@ -67,6 +68,7 @@ class AccessDeniedError(AsanohaError):
         self,
         reason: Reasons | None = None,
         message: str | None = None,
+        /,
         **details: Any,
     ) -> None:
         details.setdefault("reason", str(reason or self.default_reason))

@@ -30,7 +30,9 @@ class _Lenient(dict[str, Any]):
         return "{" + key + "}"
 
 
-def render(reason: Reasons | str, details: dict[str, Any], audience: Audience, language: str) -> str:
+def render(
+    reason: Reasons | str, details: dict[str, Any], audience: Audience, language: str
+) -> str:
     """The text for ``reason`` in ``language`` (English when unknown), filled from ``details``."""
     catalogue = load_catalogue(language if language in LANGUAGES else "en")
     entry = catalogue.get(str(reason)) or load_catalogue("en").get(str(reason))

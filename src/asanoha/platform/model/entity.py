@@ -15,7 +15,6 @@ from pydantic import Field as PydanticField
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
-from asanoha.platform.model.names import check_segment
 
 #: Columns every entity table has; field names may not shadow them.
 BASE_COLUMNS = frozenset(

@@ -69,7 +69,9 @@ class Feature:
         )
         self.entities[kebab] = entity_def
         for verb in ENTITY_VERBS:
-            self.events.append(EventDef(qn=entity_def.event_qn(verb), feature=self.name, model=None))
+            self.events.append(
+                EventDef(qn=entity_def.event_qn(verb), feature=self.name, model=None)
+            )
         return entity_def
 
     def crud(
@@ -174,10 +176,15 @@ class Feature:
     # -- events, jobs, consumers ------------------------------------------------------------
 
     def event(
-        self, name: str, model: type[BaseModel] | None = None, pii: Literal["none", "contains"] = "none"
+        self,
+        name: str,
+        model: type[BaseModel] | None = None,
+        pii: Literal["none", "contains"] = "none",
     ) -> EventDef:
         """Declare a domain event ``<feature>:event:<name>`` with its payload model."""
-        event_def = EventDef(qn=make_qn(self.name, "event", name), feature=self.name, model=model, pii=pii)
+        event_def = EventDef(
+            qn=make_qn(self.name, "event", name), feature=self.name, model=model, pii=pii
+        )
         self.events.append(event_def)
         return event_def
 

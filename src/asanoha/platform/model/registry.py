@@ -69,7 +69,9 @@ class Registry:
             for name, funcs in hooks.items():
                 key = f"{feature.name}:{name}"
                 if key not in self._entities:
-                    raise DefinitionError(f"feature {feature.name!r}: a save hook names unknown entity {name!r}")
+                    raise DefinitionError(
+                        f"feature {feature.name!r}: a save hook names unknown entity {name!r}"
+                    )
                 target[key] = tuple(funcs)  # type: ignore[assignment]
 
     def _check_tables(self) -> None:
@@ -77,7 +79,9 @@ class Registry:
         for key, entity_def in self._entities.items():
             table = entity_def.entity.table
             if table.startswith("asanoha_"):
-                raise DefinitionError(f"entity {key}: table names starting with 'asanoha_' are reserved")
+                raise DefinitionError(
+                    f"entity {key}: table names starting with 'asanoha_' are reserved"
+                )
             if table in seen:
                 raise DefinitionError(f"entities {seen[table]} and {key} both use table {table!r}")
             seen[table] = key
@@ -95,7 +99,9 @@ class Registry:
             if target.kind == "event" and job.on not in self._events:
                 raise DefinitionError(f"{job.qn}: on={job.on!r} names no declared event")
             if target.kind not in ("write", "event"):
-                raise DefinitionError(f"{job.qn}: on= takes a write handler or an event, not {job.on!r}")
+                raise DefinitionError(
+                    f"{job.qn}: on= takes a write handler or an event, not {job.on!r}"
+                )
         for consumer in self._consumers.values():
             for event in consumer.on:
                 if event not in self._events:

@@ -3,6 +3,7 @@
 from asanoha.platform.store.backends import Backend, PostgresBackend, SqliteBackend
 from asanoha.platform.store.database import Database
 from asanoha.platform.store.events import StoredEvent, append_event, read_events, stream_version
+from asanoha.platform.store.projections import apply_entity_event, rebuild_projection
 from asanoha.platform.store.schema import create_all
 from asanoha.platform.store.tables import Tables, build_tables
 
@@ -14,8 +15,10 @@ __all__ = [
     "StoredEvent",
     "Tables",
     "append_event",
+    "apply_entity_event",
     "build_tables",
     "create_all",
     "read_events",
+    "rebuild_projection",
     "stream_version",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from sqlalchemy import (
@@ -23,7 +24,8 @@ from sqlalchemy import (
     Uuid,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.fields import Field
@@ -32,7 +34,21 @@ from asanoha.platform.model.fields import Field
 # auto-increments an INTEGER PRIMARY KEY.
 Json: TypeEngine[object] = JSON().with_variant(JSONB(), "postgresql")
 Position = BigInteger().with_variant(Integer(), "sqlite")
-Timestamp = DateTime(timezone=True)
+
+
+class UtcDateTime(TypeDecorator[dt.datetime]):
+    """A timezone-aware timestamp; SQLite keeps no zone, so its values are read back as UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value
+
+
+Timestamp = UtcDateTime()
 
 
 def _column_type(declared: Field) -> TypeEngine[object]:
@@ -85,7 +101,9 @@ def build_tables(registry: Registry) -> Tables:
         Column("metadata", Json, nullable=False),
         Column("created_at", Timestamp, nullable=False),
         Column("created_by", String(64), nullable=False),
-        UniqueConstraint("tenant_id", "stream_id", "version", name="uq_asanoha_events_stream_version"),
+        UniqueConstraint(
+            "tenant_id", "stream_id", "version", name="uq_asanoha_events_stream_version"
+        ),
         Index("ix_asanoha_events_type_id", "type", "id"),
     )
     outbox = Table(
@@ -126,7 +144,9 @@ def build_tables(registry: Registry) -> Tables:
         Column("pending", Json, nullable=True),
         Column("updated_at", Timestamp, nullable=False),
     )
-    entities = {entity_def.key: _entity_table(metadata, entity_def) for entity_def in registry.entities}
+    entities = {
+        entity_def.key: _entity_table(metadata, entity_def) for entity_def in registry.entities
+    }
     return Tables(metadata, events, outbox, job_runs, consumers, entities)
 
 

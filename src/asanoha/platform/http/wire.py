@@ -1,0 +1,94 @@
+"""The wire format: success and error envelopes, with the user message in the caller's language."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from asanoha.platform.errors import AsanohaError, InternalError, pick_language, render
+
+log = logging.getLogger("asanoha.http")
+
+
+class ErrorInfo(BaseModel):
+    """The ``error`` member of a failed call."""
+
+    code: str = Field(description="stable error class, e.g. validation_error, access_denied")
+    reason: str = Field(description="why it failed; one of the documented reasons")
+    message: str = Field(description="developer text (English)")
+    userMessage: str = Field(description="end-user text in the language of Accept-Language")
+    details: dict[str, Any] = Field(default_factory=dict)
+    requestId: str | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    """The body of every failed call."""
+
+    isSuccess: bool = False
+    error: ErrorInfo
+
+
+class SuccessEnvelope(BaseModel):
+    """The body of every successful call; ``data`` is what the handler returned."""
+
+    isSuccess: bool = True
+    data: Any = None
+
+
+def to_json_data(value: Any) -> Any:
+    """Plain JSON data: UUIDs, datetimes and decimals (as strings) included."""
+    return to_jsonable_python(value, serialize_unknown=True)
+
+
+def success_response(data: Any, status_code: int = 200) -> JSONResponse:
+    """``{"isSuccess": true, "data": ...}``."""
+    return JSONResponse({"isSuccess": True, "data": to_json_data(data)}, status_code=status_code)
+
+
+def request_id_of(request: Request) -> str | None:
+    """The request id the request-id middleware stored, if it ran."""
+    value = request.scope.get("state", {}).get("request_id")
+    return value if isinstance(value, str) else None
+
+
+def error_body(error: AsanohaError, *, request_id: str | None, language: str) -> dict[str, Any]:
+    """``{"isSuccess": false, "error": {...}}`` for ``error``."""
+    return {
+        "isSuccess": False,
+        "error": {
+            "code": error.code,
+            "reason": str(error.reason),
+            "message": error.message,
+            "userMessage": render(error.reason, error.details, "end_user", language),
+            "details": to_json_data(error.details),
+            "requestId": request_id,
+        },
+    }
+
+
+def error_response(request: Request, error: AsanohaError) -> JSONResponse:
+    """The response for an error a handler or the HTTP layer raised."""
+    language = pick_language(request.headers.get("accept-language"))
+    body = error_body(error, request_id=request_id_of(request), language=language)
+    # RFC 6750: a 401 names the scheme the client should use.
+    headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    return JSONResponse(body, status_code=error.http_status, headers=headers)
+
+
+def internal_error_response(
+    request: Request, exc: BaseException, *, development: bool
+) -> JSONResponse:
+    """A 500 ``internal_error``; the stack trace goes to the log, and to the body only in development."""
+    request_id = request_id_of(request)
+    log.error("unexpected error in request %s", request_id, exc_info=exc)
+    details: dict[str, Any] = {"request_id": request_id}
+    if development:
+        details["exception"] = repr(exc)
+        details["traceback"] = traceback.format_exception(exc)
+    return error_response(request, InternalError(**details))

@@ -1,0 +1,416 @@
+"""The entity executor: create, update, delete, restore, forget, detail, list of one entity.
+
+Per write verb, in this order: validation, defaults, pre-save hooks, the personal-data gate,
+the instruction-field gate, ownership, event append with the expected stream version,
+projection row, post-save hooks. Irreversible verbs pass their gate before any read.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from sqlalchemy import Connection, Select, exc, select, update
+
+from asanoha.platform.errors import (
+    ConflictError,
+    NotFoundError,
+    Reasons,
+    UnprocessableError,
+    ValidationError,
+    VersionConflictError,
+)
+from asanoha.platform.model import EntityDef, SessionUser
+from asanoha.platform.service import gates
+from asanoha.platform.service.context import RequestContext
+from asanoha.platform.service.validation import field_errors
+from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, read_events
+from asanoha.platform.store.projections import Row, encode_values
+
+if TYPE_CHECKING:
+    from asanoha.platform.service.dispatch import Service
+
+SORTABLE_BASE_COLUMNS = frozenset({"created_at", "modified_at", "id", "version"})
+FILTER_OPERATORS = frozenset({"eq", "ne", "lt", "lte", "gt", "gte", "in"})
+
+
+class EntityExecutor:
+    """Reads and writes one entity for one caller, inside the caller's connection."""
+
+    def __init__(
+        self,
+        service: Service,
+        conn: Connection,
+        entity_def: EntityDef,
+        user: SessionUser,
+        request: RequestContext | None,
+        handler_qn: str | None,
+    ) -> None:
+        self._service = service
+        self._conn = conn
+        self.entity_def = entity_def
+        self._user = user
+        self._request = request
+        self._handler_qn = handler_qn or entity_def.key
+        self._table = service.tables.entity(entity_def.key)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create(self, data: Mapping[str, Any]) -> Row:
+        """Create a row (a new stream). ``data`` may carry an ``id`` for the new stream."""
+        data = dict(data)
+        raw_id = data.pop("id", None)
+        stream_id = self._parse_id(raw_id) if raw_id is not None else uuid.uuid4()
+        entity = self.entity_def.entity
+        values = self._validate(entity.create_model(), data)
+        for name, declared in entity.fields.items():
+            if name not in values and declared.has_default:
+                default = declared.default
+                values[name] = default() if callable(default) else default
+        values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
+        self._check_write_gates("create", values)
+        event = self._append(str(stream_id), 0, "created", {"data": encode_values(values)})
+        return self._project(event)  # type: ignore[return-value]
+
+    def update(
+        self,
+        id: uuid.UUID | str,
+        changes: Mapping[str, Any],
+        version: int | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> Row:
+        """Apply ``changes``. ``version`` is the version the caller read (checked unless skipped)."""
+        if version is None and not skip_optimistic_lock:
+            raise ValidationError(
+                handler=self._handler_qn,
+                fields=[
+                    {
+                        "path": "version",
+                        "type": "missing",
+                        "message": "pass the version you read, or skip_optimistic_lock=True",
+                    }
+                ],
+            )
+        model = self.entity_def.entity.changes_model()
+        values = self._validate(model, dict(changes))
+        row = self._load_live(id, for_update=skip_optimistic_lock)
+        if not skip_optimistic_lock and version != row["version"]:
+            raise VersionConflictError(
+                stream_id=str(row["id"]), expected_version=version, current_version=row["version"]
+            )
+        values = self._run_pre_save(values, row, is_new=False, model=model)
+        self._check_write_gates("update", values)
+        event = self._append(
+            str(row["id"]), row["version"], "updated", {"changes": encode_values(values)}
+        )
+        return self._project(event)  # type: ignore[return-value]
+
+    def delete(self, id: uuid.UUID | str) -> Row:
+        """Soft-delete the row, or hard-delete it when the entity has no soft delete."""
+        hard = not self.entity_def.entity.soft_delete
+        if hard:
+            gates.check_irreversible(self._request, self.entity_def, "delete")
+        row = self._load_live(id)
+        event = self._append(str(row["id"]), row["version"], "deleted", {"hard": hard})
+        projected = self._project(event)
+        return projected or {"id": row["id"], "version": event.version, "deleted": True}
+
+    def restore(self, id: uuid.UUID | str) -> Row:
+        """Undo a soft delete."""
+        if not self.entity_def.entity.soft_delete:
+            raise UnprocessableError(
+                error=f"{self.entity_def.key} has no soft delete to restore from"
+            )
+        row = self._load(id, include_deleted=True)
+        if not row["is_deleted"]:
+            raise ConflictError(
+                Reasons.ENTITY_NOT_DELETED, entity=self.entity_def.key, id=str(row["id"])
+            )
+        event = self._append(str(row["id"]), row["version"], "restored", {})
+        return self._project(event)  # type: ignore[return-value]
+
+    def forget(self, id: uuid.UUID | str) -> Row:
+        """Erase the row and the personal values in its stream's earlier events. Irreversible."""
+        gates.check_irreversible(self._request, self.entity_def, "forget")
+        row = self._load(id, include_deleted=True)
+        stream_id = str(row["id"])
+        self._scrub_personal_values(stream_id)
+        event = self._append(stream_id, row["version"], "forgotten", {})
+        self._project(event)
+        return {"id": row["id"], "version": event.version, "forgotten": True}
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def detail(self, id: uuid.UUID | str, include_deleted: bool = False) -> Row | None:
+        """The row, or ``None`` when this tenant has no such (live) row."""
+        try:
+            row_id = self._parse_id(id)
+        except ValidationError:
+            return None
+        query = self._scoped(select(self._table)).where(self._table.c.id == row_id)
+        if not include_deleted and self.entity_def.entity.soft_delete:
+            query = query.where(self._table.c.is_deleted.is_(False))
+        found = self._conn.execute(query).mappings().first()
+        return dict(found) if found is not None else None
+
+    def get(self, id: uuid.UUID | str) -> Row:
+        """The row; ``NotFoundError`` when there is none."""
+        row = self.detail(id)
+        if row is None:
+            raise NotFoundError(Reasons.ENTITY_NOT_FOUND, entity=self.entity_def.key, id=str(id))
+        return row
+
+    def list(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        cursor: str | None = None,
+        sort: list[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        include_deleted: bool = False,
+    ) -> dict[str, Any]:
+        """A page of rows: ``{"rows": [...], "next_cursor": str | None}``.
+
+        ``sort`` names sortable fields (``-name`` descending); ``filter`` maps filterable fields to
+        a value or to ``{op: value}`` with op in eq, ne, lt, lte, gt, gte, in. The cursor is
+        opaque; pass it back to get the next page of the same query.
+        """
+        table = self._table
+        query = self._scoped(select(table))
+        if not include_deleted and self.entity_def.entity.soft_delete:
+            query = query.where(table.c.is_deleted.is_(False))
+        query = self._apply_filter(query, filter or {})
+        for key in [*(sort or []), "created_at", "id"]:
+            name = key.lstrip("-")
+            self._check_column(name, "sort", sortable=True)
+            column = table.c[name]
+            query = query.order_by(column.desc() if key.startswith("-") else column.asc())
+        start = self._decode_cursor(cursor) if cursor else offset
+        rows = [
+            dict(r) for r in self._conn.execute(query.offset(start).limit(limit + 1)).mappings()
+        ]
+        next_cursor = self._encode_cursor(start + limit) if len(rows) > limit else None
+        return {"rows": rows[:limit], "next_cursor": next_cursor}
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _validate(self, model: type[pydantic.BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return model.model_validate(data).model_dump(exclude_unset=True)
+        except pydantic.ValidationError as error:
+            raise ValidationError(handler=self._handler_qn, fields=field_errors(error)) from None
+
+    def _run_pre_save(
+        self,
+        values: dict[str, Any],
+        previous: Row | None,
+        *,
+        is_new: bool,
+        model: type[pydantic.BaseModel],
+    ) -> dict[str, Any]:
+        hooks = self._service.registry.pre_save_hooks(self.entity_def.key)
+        for hook in hooks:
+            values = dict(hook(dict(values), previous, is_new))
+        # A hook may add or change fields: validate the result like caller input.
+        return self._validate(model, values) if hooks else values
+
+    def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
+        gates.check_public_intake(self._request, self.entity_def, values.keys())
+        gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
+
+    def _append(
+        self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]
+    ) -> StoredEvent:
+        event = append_event(
+            self._conn,
+            self._service.database.backend,
+            self._service.tables,
+            tenant_id=self._user.tenant_id,
+            stream_id=stream_id,
+            stream_type=self.entity_def.key,
+            expected_version=expected,
+            type=self.entity_def.event_qn(verb),
+            payload=payload,
+            metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
+            created_by=self._user.id,
+        )
+        if self._request is not None:
+            self._request.appended.append(event)
+        return event
+
+    def _project(self, event: StoredEvent) -> Row | None:
+        # No savepoint here (it costs two round trips on every write): a unique violation fails
+        # the transaction, which is what the caller's dispatch (or its ctx.write savepoint)
+        # rolls back anyway.
+        try:
+            row = apply_entity_event(self._conn, self._service.tables, self.entity_def, event)
+        except exc.IntegrityError as error:
+            raise ConflictError(
+                Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
+            ) from None
+        if row is not None:
+            for hook in self._service.registry.post_save_hooks(self.entity_def.key):
+                hook(row, self)
+        return row
+
+    def _scrub_personal_values(self, stream_id: str) -> None:
+        personal = self.entity_def.entity.personal_fields
+        if not personal:
+            return
+        events = self._service.tables.events
+        for stored in read_events(
+            self._conn, self._service.tables, stream_id=stream_id, tenant_id=self._user.tenant_id
+        ):
+            payload = dict(stored.payload)
+            for key in ("data", "changes"):
+                if isinstance(payload.get(key), dict):
+                    payload[key] = {
+                        k: (None if k in personal else v) for k, v in payload[key].items()
+                    }
+            if payload != stored.payload:
+                self._conn.execute(
+                    update(events).where(events.c.id == stored.id).values(payload=payload)
+                )
+
+    # -- reading helpers --------------------------------------------------------------------
+
+    def _scoped(self, query: Select[Any]) -> Select[Any]:
+        return query.where(self._table.c.tenant_id == self._user.tenant_id)
+
+    def _load(self, id: uuid.UUID | str, *, include_deleted: bool, for_update: bool = False) -> Row:
+        query = self._scoped(select(self._table)).where(self._table.c.id == self._parse_id(id))
+        if for_update:
+            query = query.with_for_update()
+        found = self._conn.execute(query).mappings().first()
+        if found is None:
+            raise NotFoundError(Reasons.ENTITY_NOT_FOUND, entity=self.entity_def.key, id=str(id))
+        if not include_deleted and self.entity_def.entity.soft_delete and found["is_deleted"]:
+            raise ConflictError(Reasons.ENTITY_DELETED, entity=self.entity_def.key, id=str(id))
+        return dict(found)
+
+    def _load_live(self, id: uuid.UUID | str, for_update: bool = False) -> Row:
+        return self._load(id, include_deleted=False, for_update=for_update)
+
+    def _parse_id(self, value: Any) -> uuid.UUID:
+        if isinstance(value, uuid.UUID):
+            return value
+        try:
+            return uuid.UUID(str(value))
+        except ValueError:
+            raise ValidationError(
+                handler=self._handler_qn,
+                fields=[
+                    {
+                        "path": "id",
+                        "type": "uuid_parsing",
+                        "message": "Input should be a valid UUID",
+                    }
+                ],
+            ) from None
+
+    def _check_column(self, name: str, what: str, *, sortable: bool) -> None:
+        declared = self.entity_def.entity.fields.get(name)
+        allowed = (
+            (declared.sortable if sortable else declared.filterable)
+            if declared
+            else (sortable and name in SORTABLE_BASE_COLUMNS)
+        )
+        if not allowed:
+            raise ValidationError(
+                handler=self._handler_qn,
+                fields=[
+                    {
+                        "path": f"{what}.{name}",
+                        "type": f"not_{what}able",
+                        "message": f"{name!r} is not {what}able",
+                    }
+                ],
+            )
+
+    def _apply_filter(self, query: Select[Any], filters: Mapping[str, Any]) -> Select[Any]:
+        entity = self.entity_def.entity
+        for name, condition in filters.items():
+            self._check_column(name, "filter", sortable=False)
+            operations = condition if isinstance(condition, dict) else {"eq": condition}
+            adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+                entity.field_python_type(name) | None
+            )
+            column = self._table.c[name]
+            for op, raw in operations.items():
+                if op not in FILTER_OPERATORS:
+                    raise ValidationError(
+                        handler=self._handler_qn,
+                        fields=[
+                            {
+                                "path": f"filter.{name}.{op}",
+                                "type": "unknown_operator",
+                                "message": f"use one of {sorted(FILTER_OPERATORS)}",
+                            }
+                        ],
+                    )
+                try:
+                    value = (
+                        [adapter.validate_python(v) for v in raw]
+                        if op == "in"
+                        else adapter.validate_python(raw)
+                    )
+                except (pydantic.ValidationError, TypeError) as error:
+                    raise ValidationError(
+                        handler=self._handler_qn,
+                        fields=[
+                            {
+                                "path": f"filter.{name}.{op}",
+                                "type": "invalid_value",
+                                "message": str(error).splitlines()[0],
+                            }
+                        ],
+                    ) from None
+                query = query.where(_compare(column, op, value))
+        return query
+
+    def _encode_cursor(self, offset: int) -> str:
+        return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
+
+    def _decode_cursor(self, cursor: str) -> int:
+        try:
+            offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["o"]
+            if isinstance(offset, int) and offset >= 0:
+                return offset
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            pass
+        raise ValidationError(
+            handler=self._handler_qn,
+            fields=[
+                {
+                    "path": "cursor",
+                    "type": "invalid_cursor",
+                    "message": "not a cursor this list returned",
+                }
+            ],
+        )
+
+
+def _compare(column: Any, op: str, value: Any) -> Any:
+    if op == "eq":
+        return column.is_(None) if value is None else column == value
+    if op == "ne":
+        return column.is_not(None) if value is None else column != value
+    if op == "in":
+        return column.in_(value)
+    return {
+        "lt": column < value,
+        "lte": column <= value,
+        "gt": column > value,
+        "gte": column >= value,
+    }[op]
+
+
+def _constraint_name(error: exc.IntegrityError) -> str:
+    diag = getattr(error.orig, "diag", None)
+    name = getattr(diag, "constraint_name", None)
+    return str(name) if name else "unique"
