@@ -36,3 +36,5 @@ class Reasons(StrEnum):
     RATE_LIMITED = "rate_limited"
     # 500
     INTERNAL_ERROR = "internal_error"
+    # 503
+    DEPENDENCY_UNAVAILABLE = "dependency_unavailable"

@@ -48,20 +48,26 @@ def decode_token(settings: Settings, token: str) -> SessionUser:
     except jwt.ExpiredSignatureError as exc:
         raise AuthenticationError(Reasons.TOKEN_EXPIRED) from exc
     except jwt.InvalidTokenError as exc:
-        raise AuthenticationError(Reasons.TOKEN_INVALID, error=str(exc) or type(exc).__name__) from exc
+        raise AuthenticationError(
+            Reasons.TOKEN_INVALID, error=str(exc) or type(exc).__name__
+        ) from exc
     return _user_from_claims(claims)
 
 
 def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
     subject, tenant, roles = claims.get("sub"), claims.get("tenant"), claims.get("roles", [])
     if not isinstance(subject, str) or not subject:
-        raise AuthenticationError(Reasons.TOKEN_INVALID, error="claim 'sub' must be a non-empty string")
+        raise AuthenticationError(
+            Reasons.TOKEN_INVALID, error="claim 'sub' must be a non-empty string"
+        )
     if not isinstance(tenant, str) or not tenant:
         raise AuthenticationError(
             Reasons.TOKEN_INVALID, error="claim 'tenant' must be a non-empty string"
         )
     if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
-        raise AuthenticationError(Reasons.TOKEN_INVALID, error="claim 'roles' must be a list of strings")
+        raise AuthenticationError(
+            Reasons.TOKEN_INVALID, error="claim 'roles' must be a list of strings"
+        )
     return SessionUser.of(subject, tenant, roles)
 
 

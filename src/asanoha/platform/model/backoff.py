@@ -32,7 +32,7 @@ class Backoff:
         """Seconds to wait after the failed ``attempt`` before the next one."""
         if self.kind == "fixed":
             return self.seconds
-        delay = self.seconds * 2 ** (attempt - 1)
+        delay = self.seconds * 2.0 ** (attempt - 1)
         return min(delay, self.max) if self.max is not None else delay
 
     def longest(self, retries: int) -> float:

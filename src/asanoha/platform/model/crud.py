@@ -73,7 +73,7 @@ def risk_floor(entity_def: EntityDef, verb: CrudVerb) -> tuple[Risk, str] | None
         return "high", "it hard-deletes (the entity has no soft delete), which is irreversible"
     if verb in ("create", "update"):
         excluded = entity_def.exclude_fields.get(verb, frozenset())
-        flagged = instruction_fields(entity, verb, excluded)  # type: ignore[arg-type]
+        flagged = instruction_fields(entity, verb, excluded)
         if flagged:
             return "high", f"it can write the read_as_instruction fields {sorted(flagged)}"
     return None
@@ -140,7 +140,7 @@ def _payload_model(entity_def: EntityDef, verb: CrudVerb) -> type[BaseModel]:
     prefix = "".join(part.capitalize() for part in entity_def.name.split("-"))
     if verb == "create":
         fields_model = entity.create_model(entity_def.exclude_fields.get("create", ()))
-        model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        model: type[BaseModel] = create_model(
             f"{prefix}CreatePayload",
             __base__=fields_model,
             id=(uuid.UUID | None, PydanticField(default=None, description="optional stream id")),
@@ -148,7 +148,7 @@ def _payload_model(entity_def: EntityDef, verb: CrudVerb) -> type[BaseModel]:
         return model
     if verb == "update":
         changes = entity.changes_model(entity_def.exclude_fields.get("update", ()))
-        update: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        update: type[BaseModel] = create_model(
             f"{prefix}UpdatePayload",
             __config__=ConfigDict(extra="forbid"),
             id=(uuid.UUID, ...),

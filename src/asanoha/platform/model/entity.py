@@ -163,7 +163,7 @@ def _build_model(
             definitions[name] = (python_type, _with_default(info, None))
         else:
             definitions[name] = (python_type | None, _with_default(info, None))
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         model_name, __config__=ConfigDict(extra="forbid"), **definitions
     )
     return model

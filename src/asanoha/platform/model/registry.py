@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeVar
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.feature import Feature
@@ -16,6 +17,8 @@ from asanoha.platform.model.handlers import (
     PreSaveHook,
 )
 from asanoha.platform.model.names import parse_qn
+
+_Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef)
 
 
 class Registry:
@@ -48,31 +51,35 @@ class Registry:
                 self._by_trigger[job.on] = (*self._by_trigger.get(job.on, ()), job)
 
     def _collect(self, feature: Feature) -> None:
-        qns: dict[str, object] = {}
-        for table, items in (
-            (self._handlers, feature.handlers),
-            (self._events, feature.events),
-            (self._jobs, feature.jobs),
-            (self._consumers, feature.consumers),
-        ):
-            for item in items:
-                if item.qn in qns or item.qn in table:  # type: ignore[operator]
-                    raise DefinitionError(f"qualified name {item.qn!r} is defined twice")
-                qns[item.qn] = item
-                table[item.qn] = item  # type: ignore[index]
+        self._add(self._handlers, feature.handlers)
+        self._add(self._events, feature.events)
+        self._add(self._jobs, feature.jobs)
+        self._add(self._consumers, feature.consumers)
         for entity_def in feature.entities.values():
             self._entities[entity_def.key] = entity_def
-        for hooks, target in (
-            (feature.pre_save_hooks, self._pre_save),
-            (feature.post_save_hooks, self._post_save),
-        ):
-            for name, funcs in hooks.items():
-                key = f"{feature.name}:{name}"
-                if key not in self._entities:
-                    raise DefinitionError(
-                        f"feature {feature.name!r}: a save hook names unknown entity {name!r}"
-                    )
-                target[key] = tuple(funcs)  # type: ignore[assignment]
+        for name, pre in feature.pre_save_hooks.items():
+            self._pre_save[self._hook_target(feature, name)] = tuple(pre)
+        for name, post in feature.post_save_hooks.items():
+            self._post_save[self._hook_target(feature, name)] = tuple(post)
+
+    def _add(self, table: dict[str, _Def], items: Iterable[_Def]) -> None:
+        for item in items:
+            if self._is_taken(item.qn):
+                raise DefinitionError(f"qualified name {item.qn!r} is defined twice")
+            table[item.qn] = item
+
+    def _is_taken(self, qn: str) -> bool:
+        return any(
+            qn in table for table in (self._handlers, self._events, self._jobs, self._consumers)
+        )
+
+    def _hook_target(self, feature: Feature, name: str) -> str:
+        key = f"{feature.name}:{name}"
+        if key not in self._entities:
+            raise DefinitionError(
+                f"feature {feature.name!r}: a save hook names unknown entity {name!r}"
+            )
+        return key
 
     def _check_tables(self) -> None:
         seen: dict[str, str] = {}

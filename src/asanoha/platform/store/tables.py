@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -32,7 +33,7 @@ from asanoha.platform.model.fields import Field
 
 # JSONB on Postgres, JSON text elsewhere. BigInteger identity on Postgres; SQLite only
 # auto-increments an INTEGER PRIMARY KEY.
-Json: TypeEngine[object] = JSON().with_variant(JSONB(), "postgresql")
+Json: TypeEngine[Any] = JSON().with_variant(JSONB(), "postgresql")
 Position = BigInteger().with_variant(Integer(), "sqlite")
 
 
@@ -42,7 +43,9 @@ class UtcDateTime(TypeDecorator[dt.datetime]):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=dt.UTC)
         return value
@@ -51,8 +54,8 @@ class UtcDateTime(TypeDecorator[dt.datetime]):
 Timestamp = UtcDateTime()
 
 
-def _column_type(declared: Field) -> TypeEngine[object]:
-    mapping: dict[str, TypeEngine[object]] = {
+def _column_type(declared: Field) -> TypeEngine[Any]:
+    mapping: dict[str, TypeEngine[Any]] = {
         "text": String(declared.max_length or 200),
         "long_text": Text(),
         "json": Json,
@@ -152,7 +155,7 @@ def build_tables(registry: Registry) -> Tables:
 
 def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
     entity = entity_def.entity
-    columns: list[Column[object]] = [
+    columns: list[Column[Any]] = [
         Column("id", Uuid, primary_key=True),
         Column("tenant_id", String(64), nullable=False, index=True),
         Column("version", Integer, nullable=False),

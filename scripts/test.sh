@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Run the test suite against the real services: starts them if needed, builds .venv, runs pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/services.sh
+scripts/venv.sh
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,76 @@
+"""asanoha: a Celery-centric application platform.
+
+Declare features (entities, write and query handlers, events, jobs, consumers); every write
+goes through one service layer that checks access and the safety gates, appends events and
+updates the read tables in one transaction.
+"""
+
+from asanoha.app import App
+from asanoha.platform.errors import (
+    AccessDeniedError,
+    AsanohaError,
+    AuthenticationError,
+    ConflictError,
+    DefinitionError,
+    InternalError,
+    NotFoundError,
+    RateLimitError,
+    Reasons,
+    UnprocessableError,
+    ValidationError,
+    VersionConflictError,
+)
+from asanoha.platform.model import (
+    Access,
+    Agent,
+    Backoff,
+    Entity,
+    Feature,
+    Registry,
+    SessionUser,
+    fields,
+    resolve_agent_exposure,
+)
+from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
+from asanoha.platform.settings import Settings
+
+__all__ = [
+    "AccessDeniedError",
+    "Agent",
+    "App",
+    "AsanohaError",
+    "AuthenticationError",
+    "Backoff",
+    "ConflictError",
+    "DefinitionError",
+    "Entity",
+    "Feature",
+    "InternalError",
+    "JobContext",
+    "NotFoundError",
+    "QueryContext",
+    "RateLimitError",
+    "Reasons",
+    "Registry",
+    "RequestMeta",
+    "Service",
+    "SessionUser",
+    "Settings",
+    "UnprocessableError",
+    "ValidationError",
+    "VersionConflictError",
+    "WriteContext",
+    "Access",
+    "fields",
+    "resolve_agent_exposure",
+]
+
+
+def __getattr__(name: str) -> object:
+    # JobContext lives with the workers (Celery); import it only when asked for, so that
+    # ``import asanoha`` stays free of Celery for code that only defines features.
+    if name == "JobContext":
+        from asanoha.workers import JobContext
+
+        return JobContext
+    raise AttributeError(f"module 'asanoha' has no attribute {name!r}")

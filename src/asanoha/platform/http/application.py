@@ -1,0 +1,93 @@
+"""``build_http_app``: the FastAPI application of an ``App``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
+from asanoha.platform.http.agent_tools import add_agent_tools_route
+from asanoha.platform.http.batch import BatchRequest, add_batch_route
+from asanoha.platform.http.health import health_router
+from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
+from asanoha.platform.http.request_ids import RequestIdMiddleware
+from asanoha.platform.http.routes import add_handler_routes
+from asanoha.platform.http.wire import (
+    ErrorEnvelope,
+    SuccessEnvelope,
+    error_response,
+    internal_error_response,
+    request_id_of,
+)
+
+if TYPE_CHECKING:
+    from asanoha.app import App
+
+API_VERSION = "1"
+
+
+def build_http_app(app: App) -> FastAPI:
+    """Routes for every handler of ``app.registry``, batch, health and agent tools."""
+    features = ", ".join(feature.name for feature in app.registry.features)
+    api = FastAPI(
+        title="asanoha",
+        version=API_VERSION,
+        description=f"Write and query handlers of the features: {features or 'none'}.",
+        redoc_url=None,
+    )
+    api.state.asanoha = app
+    catalogue = SchemaCatalogue(
+        [
+            *(handler.payload_model for handler in app.registry.handlers),
+            BatchRequest,
+            SuccessEnvelope,
+            ErrorEnvelope,
+        ]
+    )
+    api.include_router(health_router(app))
+    add_agent_tools_route(api, app)
+    add_batch_route(api, app, catalogue)
+    add_handler_routes(api, app, catalogue)
+    add_error_handlers(api, app)
+    api.add_middleware(RequestIdMiddleware)
+    install_openapi(api, catalogue)
+    return api
+
+
+def add_error_handlers(api: FastAPI, app: App) -> None:
+    """Framework-level failures (unknown path, wrong method, anything unexpected) in the
+    wire format. Handler calls answer their own errors in the endpoint."""
+
+    async def asanoha_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, AsanohaError)
+        return error_response(request, exc)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            return error_response(
+                request, NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=request.url.path)
+            )
+        body = {
+            "isSuccess": False,
+            "error": {
+                "code": "http_error",
+                "reason": "http_error",
+                "message": str(exc.detail),
+                "userMessage": str(exc.detail),
+                "details": {"status": exc.status_code},
+                "requestId": request_id_of(request),
+            },
+        }
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    async def unexpected_error(request: Request, exc: Exception) -> Response:
+        return internal_error_response(request, exc, development=app.settings.development)
+
+    api.add_exception_handler(AsanohaError, asanoha_error)
+    api.add_exception_handler(StarletteHTTPException, http_error)
+    api.add_exception_handler(Exception, unexpected_error)

@@ -1,0 +1,140 @@
+"""``POST /api/write/{qn}`` and ``POST /api/query/{qn}``: one route per registered handler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
+from asanoha.platform.http.auth import authenticate
+from asanoha.platform.http.limits import read_json_body
+from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
+from asanoha.platform.http.request_ids import request_ids_of
+from asanoha.platform.http.wire import (
+    ErrorEnvelope,
+    SuccessEnvelope,
+    error_response,
+    internal_error_response,
+    success_response,
+)
+from asanoha.platform.model import HandlerDef, SessionUser, resolve_agent_exposure
+from asanoha.platform.service import RequestMeta
+
+if TYPE_CHECKING:
+    from asanoha.app import App
+
+Endpoint = Callable[[Request], Coroutine[Any, Any, Response]]
+#: What a route does once the caller is known and the body is parsed.
+Call = Callable[[Request, SessionUser, Any], Any]
+
+
+def request_meta(request: Request) -> RequestMeta:
+    """The request and correlation ids of ``request``, for event metadata and job headers."""
+    request_id, correlation_id = request_ids_of(request)
+    return RequestMeta(request_id=request_id, correlation_id=correlation_id)
+
+
+def json_endpoint(app: App, call: Call, *, allow_anonymous: bool = False) -> Endpoint:
+    """An endpoint that authenticates, reads the JSON body within the limits, runs ``call``
+    in the threadpool (handlers are synchronous) and answers in the wire format.
+
+    Every failure is answered here, so an error never leaves the endpoint as an exception.
+    """
+    settings = app.settings
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            user = authenticate(
+                settings, request.headers.get("authorization"), allow_anonymous=allow_anonymous
+            )
+            body = await read_json_body(
+                request, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
+            )
+            result = await run_in_threadpool(call, request, user, body)
+        except AsanohaError as error:
+            return error_response(request, error)
+        except Exception as exc:
+            return internal_error_response(request, exc, development=settings.development)
+        return success_response(result)
+
+    return endpoint
+
+
+def handler_call(app: App, handler: HandlerDef) -> Call:
+    """Dispatch to ``handler`` through the service (the one place payloads are validated)."""
+    service = app.service
+    dispatch = service.dispatch_write if handler.kind == "write" else service.dispatch_query
+
+    def call(request: Request, user: SessionUser, body: Any) -> Any:
+        return dispatch(handler.qn, body, user, meta=request_meta(request))
+
+    return call
+
+
+def unknown_handler_call(kind: str) -> Call:
+    """Answer 404 ``handler_not_found`` for a name no handler of ``kind`` has."""
+
+    def call(request: Request, user: SessionUser, body: Any) -> Any:
+        qn = request.path_params["qn"]
+        raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn, kind=kind)
+
+    return call
+
+
+def operation_doc(handler: HandlerDef, catalogue: SchemaCatalogue) -> dict[str, Any]:
+    """The OpenAPI extras of a handler route: its payload model, envelopes and security."""
+    exposure = resolve_agent_exposure(handler)
+    security: list[dict[str, list[str]]] = [{BEARER_SCHEME: []}]
+    if handler.access.public:
+        security.insert(0, {})
+    return {
+        "requestBody": {
+            "required": True,
+            "content": json_body(catalogue.ref(handler.payload_model)),
+        },
+        "responses": {
+            "200": {
+                "description": "The handler's data",
+                "content": json_body(catalogue.ref(SuccessEnvelope)),
+            },
+            "default": {
+                "description": "An error",
+                "content": json_body(catalogue.ref(ErrorEnvelope)),
+            },
+        },
+        "security": security,
+        "x-asanoha-risk": exposure.risk,
+        "x-asanoha-access": handler.access.describe(),
+    }
+
+
+def add_handler_routes(api: FastAPI, app: App, catalogue: SchemaCatalogue) -> None:
+    """One route per handler, then the catch-all that answers ``handler_not_found``."""
+    for handler in app.registry.handlers:
+        api.add_api_route(
+            f"/api/{handler.kind}/{handler.qn}",
+            json_endpoint(
+                app, handler_call(app, handler), allow_anonymous=bool(handler.access.public)
+            ),
+            methods=["POST"],
+            name=handler.qn,
+            operation_id=handler.qn,
+            summary=handler.qn,
+            description=handler.description or "",
+            tags=[handler.feature],
+            openapi_extra=operation_doc(handler, catalogue),
+            response_model=None,
+        )
+    for kind in ("write", "query"):
+        api.add_api_route(
+            f"/api/{kind}/{{qn:path}}",
+            json_endpoint(app, unknown_handler_call(kind)),
+            methods=["POST"],
+            include_in_schema=False,
+            response_model=None,
+        )

@@ -1,0 +1,74 @@
+"""One throw-away database per test stack: a fresh Postgres database or a SQLite file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.pool import NullPool
+
+from asanoha.platform.store.database import normalize_url
+
+DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DatabaseKind = Literal["postgres", "postgresql", "sqlite"]
+
+
+def admin_url() -> str:
+    """The server to create test databases on: ``ASANOHA_TEST_DATABASE_URL`` or the local one."""
+    return normalize_url(os.environ.get("ASANOHA_TEST_DATABASE_URL") or DEFAULT_ADMIN_URL)
+
+
+@dataclass
+class TestDatabase:
+    """A database that exists for one stack and is removed by ``drop()``."""
+
+    __test__ = False
+
+    kind: DatabaseKind
+    name: str
+    url: str
+    admin_url: str | None = None
+    directory: str | None = None
+
+    @classmethod
+    def create(cls, kind: DatabaseKind, name: str) -> TestDatabase:
+        """Create the database ``name`` (Postgres) or a SQLite file in a fresh directory."""
+        if kind == "sqlite":
+            directory = tempfile.mkdtemp(prefix=f"{name}-")
+            url = f"sqlite+pysqlite:///{directory}/db.sqlite3"
+            return cls(kind=kind, name=name, url=url, directory=directory)
+        if kind not in ("postgres", "postgresql"):
+            raise ValueError(f"database={kind!r}: use 'postgres' (or 'postgresql') or 'sqlite'")
+        server = admin_url()
+        engine = create_engine(server, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+        finally:
+            engine.dispose()
+        url = make_url(server).set(database=name).render_as_string(hide_password=False)
+        return cls(kind=kind, name=name, url=url, admin_url=server)
+
+    def drop(self) -> None:
+        """Remove the database, ending connections that are still open to it."""
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        assert self.admin_url is not None
+        engine = create_engine(self.admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                conn.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": self.name},
+                )
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+        finally:
+            engine.dispose()

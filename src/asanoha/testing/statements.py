@@ -1,0 +1,43 @@
+"""Record the writing SQL statements an engine executes, to prove that nothing was written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, event
+
+# A plain INSERT/UPDATE/DELETE/MERGE, or one behind a CTE. "SELECT ... FOR UPDATE" is a read.
+_WRITE = re.compile(
+    r"^\s*(?:(?:INSERT|UPDATE|DELETE|MERGE)\b|WITH\b.*\)\s*(?:INSERT|UPDATE|DELETE|MERGE)\b)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def is_write(statement: str) -> bool:
+    """Whether ``statement`` changes rows."""
+    return _WRITE.match(statement) is not None
+
+
+@contextmanager
+def capture_writes(engine: Engine) -> Iterator[list[str]]:
+    """Yield a list that collects every writing statement ``engine`` executes meanwhile.
+
+    Statements are recorded when they are sent, so a write that a later rollback undid is
+    still seen: an empty list means the code did not even try to write.
+    """
+    captured: list[str] = []
+
+    def record(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> None:
+        if is_write(statement):
+            captured.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield captured
+    finally:
+        event.remove(engine, "before_cursor_execute", record)

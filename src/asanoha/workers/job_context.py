@@ -1,0 +1,115 @@
+"""``JobContext``: what a job sees of its run and the platform."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from asanoha.platform.model import JobDef, SessionUser
+from asanoha.platform.service import RequestMeta, Service
+
+
+@dataclass(frozen=True)
+class JobMeta:
+    """Who and what triggered a run; travels with the task message as ``meta``."""
+
+    tenant_id: str
+    triggered_by: str | None = None
+    trigger_name: str | None = None
+    trigger_event: str | None = None
+    request_id: str | None = None
+    correlation_id: str | None = None
+
+    @classmethod
+    def from_message(cls, meta: Mapping[str, Any], default_tenant: str) -> JobMeta:
+        """Read the ``meta`` keyword of a task message (outbox headers or a beat entry)."""
+        return cls(
+            tenant_id=str(meta.get("tenant_id") or default_tenant),
+            triggered_by=meta.get("triggered_by"),
+            trigger_name=meta.get("trigger_name"),
+            trigger_event=meta.get("trigger_event"),
+            request_id=meta.get("request_id"),
+            correlation_id=meta.get("correlation_id"),
+        )
+
+
+class JobContext:
+    """The second argument of a job function: the attempt, its trigger, and platform calls.
+
+    Writes go through the service layer like any other caller: ``write`` as the tenant's
+    system user (role ``system``, which reaches only handlers that list it), ``write_as`` as
+    a given user. Each call outside a running write is its own top-level dispatch, so the
+    target handler becomes the entry handler.
+    """
+
+    def __init__(
+        self,
+        service: Service,
+        job: JobDef,
+        meta: JobMeta,
+        *,
+        task_id: str,
+        retries: int,
+    ) -> None:
+        self._service = service
+        self.job = job
+        self.meta = meta
+        self.task_id = task_id
+        #: 1-based number of this attempt.
+        self.attempt = retries + 1
+        #: Whether a failure now fails the job (no retry left).
+        self.final_attempt = retries >= job.retries
+        self.system_user = SessionUser.system(meta.tenant_id)
+        self.log = logging.LoggerAdapter(
+            logging.getLogger(f"asanoha.job.{job.qn}"),
+            {"job": job.qn, "task_id": task_id, "attempt": self.attempt},
+        )
+
+    @property
+    def job_qn(self) -> str:
+        """The qualified name of the running job."""
+        return self.job.qn
+
+    @property
+    def tenant_id(self) -> str:
+        """The tenant the job runs for."""
+        return self.meta.tenant_id
+
+    @property
+    def triggered_by(self) -> str | None:
+        """Id of the user whose write or dispatch enqueued the job."""
+        return self.meta.triggered_by
+
+    @property
+    def trigger_name(self) -> str | None:
+        """The write handler QN, ``manual``, ``cron`` or the dispatching job's QN."""
+        return self.meta.trigger_name
+
+    @property
+    def trigger_event(self) -> str | None:
+        """The event QN for event-triggered jobs, else ``None``."""
+        return self.meta.trigger_event
+
+    def write(self, qn: str, payload: Any) -> Any:
+        """Run the write handler ``qn`` as the tenant's system user."""
+        return self.write_as(self.system_user, qn, payload)
+
+    def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
+        """Run the write handler ``qn`` as ``user``."""
+        return self._service.dispatch_write(qn, payload, user, meta=self._request_meta())
+
+    def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
+        """Run the query handler ``qn`` as ``user``."""
+        return self._service.dispatch_query(qn, payload, user, meta=self._request_meta())
+
+    def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+        """Enqueue the job ``job_qn`` (through the outbox) as the tenant's system user."""
+        return self._service.enqueue_job(
+            job_qn, payload, self.system_user, trigger_name=self.job.qn
+        )
+
+    def _request_meta(self) -> RequestMeta:
+        return RequestMeta(correlation_id=self.meta.correlation_id, causation_id=self.task_id)
