@@ -26,9 +26,16 @@ def count_rows(stack: Any) -> dict[str, int]:
         **stack.tables.entities,
     }
     with stack.db.connect() as conn:
-        return {name: conn.execute(select(func.count()).select_from(t)).scalar_one() for name, t in tables.items()}
+        return {
+            name: conn.execute(select(func.count()).select_from(t)).scalar_one()
+            for name, t in tables.items()
+        }
 
 
 def writes_in(statements: list[str]) -> list[str]:
     """The INSERT/UPDATE/DELETE statements among captured ones."""
-    return [s for s in statements if s.lstrip().split(None, 1)[0].upper() in {"INSERT", "UPDATE", "DELETE"}]
+    return [
+        s
+        for s in statements
+        if s.lstrip().split(None, 1)[0].upper() in {"INSERT", "UPDATE", "DELETE"}
+    ]

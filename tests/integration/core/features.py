@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -14,7 +15,9 @@ ADMIN = Access(roles=["Admin"])
 prompt = Entity(
     table="prompts",
     fields={
-        "label": fields.text(required=True, personal=False, reason="fixture", sortable=True, filterable=True),
+        "label": fields.text(
+            required=True, personal=False, reason="fixture", sortable=True, filterable=True
+        ),
         "body": fields.long_text(personal=False, reason="fixture", read_as_instruction=True),
     },
 )
@@ -75,8 +78,12 @@ def _update_prompt(payload: UpdatePrompt, ctx: WriteContext) -> Any:
 
 
 for risk in ("mid", "high"):
-    gate.write_handler(f"create-prompt-{risk}", access=ADMIN, agent=Agent(risk=risk))(_create_prompt)  # type: ignore[arg-type]
-    gate.write_handler(f"update-prompt-{risk}", access=ADMIN, agent=Agent(risk=risk))(_update_prompt)  # type: ignore[arg-type]
+    gate.write_handler(f"create-prompt-{risk}", access=ADMIN, agent=Agent(risk=risk))(
+        _create_prompt
+    )  # type: ignore[arg-type]
+    gate.write_handler(f"update-prompt-{risk}", access=ADMIN, agent=Agent(risk=risk))(
+        _update_prompt
+    )  # type: ignore[arg-type]
 
 
 @gate.write_handler("delegate-update-mid", access=ADMIN, agent=Agent(risk="mid"))
@@ -124,7 +131,9 @@ def delete_memo_mid(payload: RowId, ctx: WriteContext) -> Any:
 
 
 @gate.pre_save("memo")
-def add_hint_to_auto_memos(changes: dict[str, Any], previous: dict[str, Any] | None, is_new: bool) -> dict[str, Any]:
+def add_hint_to_auto_memos(
+    changes: dict[str, Any], previous: dict[str, Any] | None, is_new: bool
+) -> dict[str, Any]:
     if str(changes.get("title", "")).startswith("auto:"):
         changes["hint"] = "summarise the conversation"
     return changes
@@ -148,3 +157,44 @@ def notify_prompt(payload: dict[str, Any], ctx: Any) -> None:
 @gate.job("notify-high-prompt", on="instructiongate:write:create-prompt-high")
 def notify_high_prompt(payload: dict[str, Any], ctx: Any) -> None:
     """Runs after a prompt was created through the high-risk handler."""
+
+
+class PromptNote(BaseModel):
+    prompt_id: uuid.UUID
+    text: str
+
+
+note_added = gate.event("prompt-note-added", PromptNote)
+
+
+class Pair(BaseModel):
+    first: str
+    second_body: str
+
+
+@gate.write_handler("create-pair-mid", access=ADMIN, agent=Agent(risk="mid"))
+def create_pair_mid(payload: Pair, ctx: WriteContext) -> Any:
+    """Creates one plain prompt, then tries a flagged one and keeps going when it is denied."""
+    from asanoha import AccessDeniedError
+
+    kept = ctx.write("instructiongate:write:create-prompt-mid", {"label": payload.first})
+    with contextlib.suppress(AccessDeniedError):
+        ctx.write(
+            "instructiongate:write:create-prompt-mid",
+            {"label": "flagged", "body": payload.second_body},
+        )
+    return kept
+
+
+@gate.write_handler("annotate-prompt", access=ADMIN)
+def annotate_prompt(payload: PromptNote, ctx: WriteContext) -> Any:
+    stored = ctx.append_event(note_added, payload, stream_id=f"notes-{payload.prompt_id}")
+    return {"position": stored.id, "version": stored.version}
+
+
+saved_rows: list[dict[str, Any]] = []
+
+
+@gate.post_save("memo")
+def remember_saved_memo(row: dict[str, Any], executor: Any) -> None:
+    saved_rows.append(row)

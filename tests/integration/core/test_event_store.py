@@ -38,19 +38,29 @@ def test_each_write_appends_one_event_with_contiguous_versions_and_metadata(core
 
 
 def test_rebuilt_projection_equals_the_live_rows(core: Any) -> None:
-    kept = core.service.dispatch_write("instructiongate:write:prompt:create", {"label": "kept", "body": "b"}, ADMIN)
-    core.service.dispatch_write(
-        "instructiongate:write:prompt:update", {"id": str(kept["id"]), "version": 1, "changes": {"label": "kept2"}}, ADMIN
+    kept = core.service.dispatch_write(
+        "instructiongate:write:prompt:create", {"label": "kept", "body": "b"}, ADMIN
     )
-    gone = core.service.dispatch_write("instructiongate:write:prompt:create", {"label": "gone"}, ADMIN)
-    core.service.dispatch_write("instructiongate:write:prompt:delete", {"id": str(gone["id"])}, ADMIN)
+    core.service.dispatch_write(
+        "instructiongate:write:prompt:update",
+        {"id": str(kept["id"]), "version": 1, "changes": {"label": "kept2"}},
+        ADMIN,
+    )
+    gone = core.service.dispatch_write(
+        "instructiongate:write:prompt:create", {"label": "gone"}, ADMIN
+    )
+    core.service.dispatch_write(
+        "instructiongate:write:prompt:delete", {"id": str(gone["id"])}, ADMIN
+    )
 
     def snapshot() -> list[dict[str, Any]]:
         return core.service.dispatch_query("instructiongate:query:prompt:list", {}, ADMIN)["rows"]
 
     live = snapshot()
     with core.db.begin() as conn:
-        replayed = rebuild_projection(conn, core.tables, core.registry.entity("instructiongate:prompt"))
+        replayed = rebuild_projection(
+            conn, core.tables, core.registry.entity("instructiongate:prompt")
+        )
     assert replayed == 4
     assert snapshot() == live
     assert [r["label"] for r in live] == ["kept2"]
@@ -59,7 +69,9 @@ def test_rebuilt_projection_equals_the_live_rows(core: Any) -> None:
 def test_invalid_payload_lists_every_field_and_persists_nothing(core: Any) -> None:
     before = count_rows(core)
     with pytest.raises(ValidationError) as raised:
-        core.service.dispatch_write("instructiongate:write:prompt:create", {"label": "x" * 201, "body": 5}, ADMIN)
+        core.service.dispatch_write(
+            "instructiongate:write:prompt:create", {"label": "x" * 201, "body": 5}, ADMIN
+        )
     paths = sorted(f["path"] for f in raised.value.details["fields"])
     assert paths == ["body", "label"]
     assert raised.value.http_status == 400
@@ -69,14 +81,20 @@ def test_invalid_payload_lists_every_field_and_persists_nothing(core: Any) -> No
 def test_list_sorts_filters_and_pages_with_a_cursor(core: Any) -> None:
     for label in ("c", "a", "b"):
         core.service.dispatch_write("instructiongate:write:prompt:create", {"label": label}, ADMIN)
-    first = core.service.dispatch_query("instructiongate:query:prompt:list", {"sort": ["label"], "limit": 2}, ADMIN)
+    first = core.service.dispatch_query(
+        "instructiongate:query:prompt:list", {"sort": ["label"], "limit": 2}, ADMIN
+    )
     assert [r["label"] for r in first["rows"]] == ["a", "b"]
     second = core.service.dispatch_query(
-        "instructiongate:query:prompt:list", {"sort": ["label"], "limit": 2, "cursor": first["next_cursor"]}, ADMIN
+        "instructiongate:query:prompt:list",
+        {"sort": ["label"], "limit": 2, "cursor": first["next_cursor"]},
+        ADMIN,
     )
     assert [r["label"] for r in second["rows"]] == ["c"]
     assert second["next_cursor"] is None
-    filtered = core.service.dispatch_query("instructiongate:query:prompt:list", {"filter": {"label": {"in": ["a", "c"]}}}, ADMIN)
+    filtered = core.service.dispatch_query(
+        "instructiongate:query:prompt:list", {"filter": {"label": {"in": ["a", "c"]}}}, ADMIN
+    )
     assert sorted(r["label"] for r in filtered["rows"]) == ["a", "c"]
     with pytest.raises(ValidationError):
         core.service.dispatch_query("instructiongate:query:prompt:list", {"sort": ["body"]}, ADMIN)

@@ -18,13 +18,19 @@ GATE = "instructiongate:write"
 
 
 def make_prompt(core: Any) -> str:
-    row = core.service.dispatch_write(f"{GATE}:prompt:create", {"label": "doomed", "body": "x"}, ADMIN)
+    row = core.service.dispatch_write(
+        f"{GATE}:prompt:create", {"label": "doomed", "body": "x"}, ADMIN
+    )
     return str(row["id"])
 
 
-@pytest.mark.parametrize(("handler", "operation"), [("delete-prompt-mid", "delete"), ("forget-prompt-mid", "forget")])
+@pytest.mark.parametrize(
+    ("handler", "operation"), [("delete-prompt-mid", "delete"), ("forget-prompt-mid", "forget")]
+)
 @pytest.mark.parametrize("exists", [True, False])
-def test_mid_risk_irreversible_operation_is_denied(core: Any, handler: str, operation: str, exists: bool) -> None:
+def test_mid_risk_irreversible_operation_is_denied(
+    core: Any, handler: str, operation: str, exists: bool
+) -> None:
     row_id = make_prompt(core) if exists else str(uuid.uuid4())
     before = count_rows(core)
     with core.capture_writes() as statements, pytest.raises(AccessDeniedError) as raised:
@@ -49,7 +55,9 @@ def test_gate_is_checked_before_any_read(core: Any) -> None:
     event.listen(core.db.engine, "before_cursor_execute", record)
     try:
         with pytest.raises(AccessDeniedError):
-            core.service.dispatch_write(f"{GATE}:forget-prompt-mid", {"id": str(uuid.uuid4())}, ADMIN)
+            core.service.dispatch_write(
+                f"{GATE}:forget-prompt-mid", {"id": str(uuid.uuid4())}, ADMIN
+            )
     finally:
         event.remove(core.db.engine, "before_cursor_execute", record)
     assert [s for s in statements if "prompts" in s or "asanoha_events" in s] == []
@@ -81,10 +89,14 @@ def test_delegation_does_not_inherit_the_target_risk(core: Any) -> None:
 
 def test_forget_erases_personal_values_from_earlier_events(core: Any) -> None:
     anonymous = SessionUser.anonymous("tenant-a")
-    row = core.service.dispatch_write(f"{GATE}:submit-contact", {"email": "ann@example.org", "topic": "billing"}, anonymous)
+    row = core.service.dispatch_write(
+        f"{GATE}:submit-contact", {"email": "ann@example.org", "topic": "billing"}, anonymous
+    )
     # Called directly (as a job or consumer would), the executor has no entry handler.
     with core.db.begin() as conn:
-        executor = EntityExecutor(core.service, conn, core.registry.entity("instructiongate:contact"), ADMIN, None, None)
+        executor = EntityExecutor(
+            core.service, conn, core.registry.entity("instructiongate:contact"), ADMIN, None, None
+        )
         executor.forget(row["id"])
     with core.db.connect() as conn:
         events = read_events(conn, core.tables, stream_id=str(row["id"]))

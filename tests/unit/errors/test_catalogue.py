@@ -39,6 +39,8 @@ def test_gate_error_carries_reason_in_details_and_names_the_handler() -> None:
 
 
 def test_user_message_follows_the_language() -> None:
-    assert render(Reasons.ENTITY_NOT_FOUND, {}, "end_user", pick_language("de-DE,de;q=0.9")).startswith("Der Eintrag")
+    assert render(
+        Reasons.ENTITY_NOT_FOUND, {}, "end_user", pick_language("de-DE,de;q=0.9")
+    ).startswith("Der Eintrag")
     assert pick_language("fr-FR") == "en"
     assert pick_language(None) == "en"

@@ -61,7 +61,9 @@ def test_blank_open_to_all_denies_at_runtime_too() -> None:
 
 @pytest.mark.parametrize("kind", ["text", "long_text"])
 def test_text_field_without_personal_stance_is_rejected_naming_the_field(kind: str) -> None:
-    with pytest.raises(DefinitionError, match=r"field 'note' of entity 'notes' declares no personal-data stance"):
+    with pytest.raises(
+        DefinitionError, match=r"field 'note' of entity 'notes' declares no personal-data stance"
+    ):
         Entity(table="notes", fields={"note": getattr(fields, kind)()})
 
 
@@ -75,34 +77,53 @@ def test_personal_of_must_name_a_field() -> None:
         Entity(table="notes", fields={"note": fields.text(personal={"of": "author"})})
     Entity(
         table="notes",
-        fields={"author": fields.reference("users"), "note": fields.text(personal={"of": "author"})},
+        fields={
+            "author": fields.reference("users"),
+            "note": fields.text(personal={"of": "author"}),
+        },
     )
 
 
 @pytest.mark.parametrize("kind", ["integer", "number", "boolean", "timestamp", "date", "decimal"])
 def test_read_as_instruction_on_a_non_text_field_is_rejected(kind: str) -> None:
-    with pytest.raises(DefinitionError, match=rf"field 'n' of entity 'things': read_as_instruction .* not on {kind}"):
+    with pytest.raises(
+        DefinitionError,
+        match=rf"field 'n' of entity 'things': read_as_instruction .* not on {kind}",
+    ):
         Entity(table="things", fields={"n": getattr(fields, kind)(read_as_instruction=True)})
 
 
 def test_read_as_instruction_is_allowed_on_json() -> None:
-    entity = Entity(table="things", fields={"spec": fields.json(read_as_instruction=True, personal=False, reason="x")})
+    entity = Entity(
+        table="things",
+        fields={"spec": fields.json(read_as_instruction=True, personal=False, reason="x")},
+    )
     assert instruction_fields(entity) == {"spec"}
 
 
 def test_exclude_fields_with_unknown_field_is_rejected() -> None:
-    with pytest.raises(DefinitionError, match=r"exclude_fields\['update'\] names unknown field 'nope'"):
-        Feature("f").crud("prompt", prompt_entity(), write=ADMIN, read=ADMIN, exclude_fields={"update": ["nope"]})
+    with pytest.raises(
+        DefinitionError, match=r"exclude_fields\['update'\] names unknown field 'nope'"
+    ):
+        Feature("f").crud(
+            "prompt", prompt_entity(), write=ADMIN, read=ADMIN, exclude_fields={"update": ["nope"]}
+        )
 
 
 def test_exclude_fields_cannot_drop_a_required_field_from_create() -> None:
     with pytest.raises(DefinitionError, match=r"field 'label' is required without a default"):
-        Feature("f").crud("prompt", prompt_entity(), write=ADMIN, read=ADMIN, exclude_fields={"create": ["label"]})
+        Feature("f").crud(
+            "prompt", prompt_entity(), write=ADMIN, read=ADMIN, exclude_fields={"create": ["label"]}
+        )
 
 
 def test_exclude_fields_with_unknown_verb_is_rejected() -> None:
-    with pytest.raises(DefinitionError, match=r"exclude_fields takes 'create' and 'update', not 'delete'"):
-        Feature("f").crud("prompt", prompt_entity(), write=ADMIN, read=ADMIN, exclude_fields={"delete": ["body"]})
+    with pytest.raises(
+        DefinitionError, match=r"exclude_fields takes 'create' and 'update', not 'delete'"
+    ):
+        Feature("f").crud(
+            "prompt", prompt_entity(), write=ADMIN, read=ADMIN, exclude_fields={"delete": ["body"]}
+        )
 
 
 def test_duplicate_qualified_names_fail_when_the_registry_is_built() -> None:
@@ -129,7 +150,9 @@ def test_duplicate_handler_in_one_feature_fails_when_the_registry_is_built() -> 
 
 def test_hard_delete_declared_below_high_is_rejected_naming_handler_reason_and_risk() -> None:
     with pytest.raises(DefinitionError) as raised:
-        Feature("f").crud("prompt", prompt_entity(), write=ADMIN, read=ADMIN, agent={"delete": Agent(risk="mid")})
+        Feature("f").crud(
+            "prompt", prompt_entity(), write=ADMIN, read=ADMIN, agent={"delete": Agent(risk="mid")}
+        )
     message = str(raised.value)
     assert "f:write:prompt:delete" in message
     assert "risk='mid'" in message
@@ -152,8 +175,13 @@ def test_soft_delete_is_not_forced_high() -> None:
 
 @pytest.mark.parametrize("verb", ["create", "update"])
 def test_create_or_update_writing_an_instruction_field_declared_mid_is_rejected(verb: str) -> None:
-    with pytest.raises(DefinitionError, match=rf"f:write:prompt:{verb} declares Agent\(risk='mid'\).*read_as_instruction fields \['body'\]"):
-        Feature("f").crud("prompt", prompt_entity(), write=ADMIN, read=ADMIN, agent={verb: Agent(risk="mid")})
+    with pytest.raises(
+        DefinitionError,
+        match=rf"f:write:prompt:{verb} declares Agent\(risk='mid'\).*read_as_instruction fields \['body'\]",
+    ):
+        Feature("f").crud(
+            "prompt", prompt_entity(), write=ADMIN, read=ADMIN, agent={verb: Agent(risk="mid")}
+        )
 
 
 def test_standard_writes_with_instruction_fields_resolve_high_without_declaring() -> None:
@@ -168,9 +196,16 @@ def test_standard_writes_with_instruction_fields_resolve_high_without_declaring(
 def test_create_excluding_a_defaulted_instruction_field_is_still_high() -> None:
     entity = prompt_entity(body_default="be helpful")
     assert instruction_fields(entity, "create", {"body"}) == {"body"}
-    with pytest.raises(DefinitionError, match=r"f:write:prompt:create declares Agent\(risk='mid'\)"):
+    with pytest.raises(
+        DefinitionError, match=r"f:write:prompt:create declares Agent\(risk='mid'\)"
+    ):
         Feature("f").crud(
-            "prompt", entity, write=ADMIN, read=ADMIN, exclude_fields={"create": ["body"]}, agent={"create": Agent(risk="mid")}
+            "prompt",
+            entity,
+            write=ADMIN,
+            read=ADMIN,
+            exclude_fields={"create": ["body"]},
+            agent={"create": Agent(risk="mid")},
         )
 
 
@@ -219,7 +254,10 @@ def test_job_without_trigger_and_job_on_unknown_handler_are_rejected() -> None:
     with pytest.raises(DefinitionError, match=r"f:job:idle has no trigger"):
         feature.job("idle")
     feature.job("notify", on="f:write:missing")(lambda payload, ctx: None)
-    with pytest.raises(DefinitionError, match=r"f:job:notify: on='f:write:missing' names no registered write handler"):
+    with pytest.raises(
+        DefinitionError,
+        match=r"f:job:notify: on='f:write:missing' names no registered write handler",
+    ):
         Registry([feature])
 
 
