@@ -5,6 +5,8 @@ goes through one service layer that checks access and the safety gates, appends 
 updates the read tables in one transaction.
 """
 
+from typing import TYPE_CHECKING
+
 from asanoha.app import App
 from asanoha.platform.errors import (
     AccessDeniedError,
@@ -33,6 +35,9 @@ from asanoha.platform.model import (
 )
 from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
 from asanoha.platform.settings import Settings
+
+if TYPE_CHECKING:
+    from asanoha.workers import JobContext
 
 __all__ = [
     "AccessDeniedError",

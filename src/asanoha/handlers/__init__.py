@@ -1,0 +1,1 @@
+"""Bundled features: the demo application."""
