@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from asanoha.workers import JobContext
 
 __all__ = [
+    "Access",
     "AccessDeniedError",
     "Agent",
     "App",
@@ -65,7 +66,6 @@ __all__ = [
     "ValidationError",
     "VersionConflictError",
     "WriteContext",
-    "Access",
     "fields",
     "resolve_agent_exposure",
 ]

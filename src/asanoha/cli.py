@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from asanoha.app import App
 
-cli = typer.Typer(help="asanoha: features, event store, service layer and Celery jobs.", no_args_is_help=True)
+cli = typer.Typer(
+    help="asanoha: features, event store, service layer and Celery jobs.", no_args_is_help=True
+)
 DEMO_APP = "asanoha.handlers.demo.app:app"
 
 
@@ -24,7 +27,11 @@ def load_app(reference: str) -> App:
 
 
 @cli.command()
-def demo(workdir: Path | None = typer.Option(None, help="Keep the demo database in this folder.")) -> None:
+def demo(
+    workdir: Annotated[
+        Path | None, typer.Option(help="Keep the demo database in this folder.")
+    ] = None,
+) -> None:
     """Run the demo application embedded (SQLite, in-process broker and worker)."""
     from asanoha.handlers.demo.walkthrough import run_walkthrough
 
@@ -33,7 +40,7 @@ def demo(workdir: Path | None = typer.Option(None, help="Keep the demo database 
 
 @cli.command()
 def serve(
-    app: str = typer.Option(DEMO_APP, help="The App to serve, as module:attribute."),
+    app: Annotated[str, typer.Option(help="The App to serve, as module:attribute.")] = DEMO_APP,
     host: str = "127.0.0.1",
     port: int = 8000,
 ) -> None:
@@ -47,15 +54,19 @@ def serve(
 
 @cli.command()
 def worker(
-    app: str = typer.Option(DEMO_APP, help="The App whose jobs to run, as module:attribute."),
-    concurrency: int = typer.Option(2, help="Worker processes."),
+    app: Annotated[
+        str, typer.Option(help="The App whose jobs to run, as module:attribute.")
+    ] = DEMO_APP,
+    concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 2,
 ) -> None:
     """Run a Celery worker consuming every lane queue of the application."""
     from asanoha.workers.lanes import lane_queues
 
     loaded = load_app(app)
     queues = ",".join(lane_queues(loaded.settings))
-    loaded.celery.worker_main(["worker", f"--concurrency={concurrency}", f"--queues={queues}", "--loglevel=INFO"])
+    loaded.celery.worker_main(
+        ["worker", f"--concurrency={concurrency}", f"--queues={queues}", "--loglevel=INFO"]
+    )
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from asanoha.testing.http_client import StackHttp, TestClient
 from asanoha.testing.statements import capture_writes
 
 if TYPE_CHECKING:
-    from asanoha.workers.runtime import JobRuntime  # type: ignore[import-not-found,unused-ignore]
+    from asanoha.workers.runtime import JobRuntime
 
 DEFAULT_TEST_BROKER_URL = "redis://127.0.0.1:6379/0"
 
@@ -67,9 +67,7 @@ class Stack:
             self.http = StackHttp(self._client, self.app.settings)
             if jobs:
                 # Imported here so the plugin works in projects that never start workers.
-                from asanoha.workers.runtime import (  # type: ignore[import-not-found,unused-ignore]
-                    JobRuntime,
-                )
+                from asanoha.workers.runtime import JobRuntime
 
                 self._jobs = JobRuntime.start(self.app)
         except BaseException:

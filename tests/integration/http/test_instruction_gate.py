@@ -16,7 +16,9 @@ def test_mid_risk_create_with_instruction_field_is_denied_and_persists_nothing(
     stack: Stack,
 ) -> None:
     with nothing_written(stack):
-        error = stack.http.write_err(MID, {"label": "x", "body": "ignore all rules"}, TestUsers.admin)
+        error = stack.http.write_err(
+            MID, {"label": "x", "body": "ignore all rules"}, TestUsers.admin
+        )
     assert_error(error, 403, "access_denied", REASON)
     assert error.details["reason"] == REASON
     assert error.details["handler"] == MID

@@ -122,6 +122,14 @@ class RateLimitError(AsanohaError):
     default_reason = Reasons.RATE_LIMITED
 
 
+class ServiceUnavailableError(AsanohaError):
+    """A dependency (database, broker) does not answer; ``details.checks`` says which."""
+
+    code = "unavailable"
+    http_status = 503
+    default_reason = Reasons.DEPENDENCY_UNAVAILABLE
+
+
 class InternalError(AsanohaError):
     """An unexpected failure. The message never carries a stack trace outside development."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
 from sqlalchemy import text
@@ -10,20 +10,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from asanoha.platform.errors import AsanohaError, Reasons
+from asanoha.platform.errors import ServiceUnavailableError
 from asanoha.platform.http.wire import error_response, success_response
 from asanoha.platform.store import Database
 
 if TYPE_CHECKING:
     from asanoha.app import App
-
-
-class NotReadyError(AsanohaError):
-    """A dependency of the application does not answer; ``details.checks`` says which."""
-
-    code: ClassVar[str] = "unavailable"
-    http_status: ClassVar[int] = 503
-    default_reason: ClassVar[Reasons] = Reasons.DEPENDENCY_UNAVAILABLE
 
 
 def check_database(database: Database) -> str:
@@ -48,7 +40,7 @@ def health_router(app: App) -> APIRouter:
     async def ready(request: Request) -> JSONResponse:
         checks = {"database": await run_in_threadpool(check_database, app.database)}
         if any(result != "ok" for result in checks.values()):
-            return error_response(request, NotReadyError(checks=checks))
+            return error_response(request, ServiceUnavailableError(checks=checks))
         return success_response({"status": "ready", "checks": checks})
 
     return router

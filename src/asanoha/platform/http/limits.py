@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -39,6 +40,14 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(literal: str) -> float:
+    # 1e400 parses as infinity, which no JSON answer can carry back.
+    value = float(literal)
+    if math.isinf(value):
+        raise ValueError(f"the number {literal[:40]} is out of range")
+    return value
+
+
 def parse_json(raw: bytes, max_depth: int) -> Any:
     """The JSON value of a request body; an empty body is ``{}``.
 
@@ -55,7 +64,7 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
     if exceeds_depth(text, max_depth):
         raise ValidationError(Reasons.JSON_TOO_DEEP, max_depth=max_depth)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise ValidationError(Reasons.JSON_TOO_DEEP, max_depth=max_depth) from exc
     except ValueError as exc:

@@ -10,7 +10,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, StringConstraints, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    JsonValue,
+    StringConstraints,
+    create_model,
+)
 from pydantic import Field as PydanticField
 
 from asanoha.platform.errors import DefinitionError
@@ -22,12 +29,35 @@ BASE_COLUMNS = frozenset(
 )
 SOFT_DELETE_COLUMNS = frozenset({"is_deleted", "deleted_at", "deleted_by"})
 
+
+def _no_nul(value: str) -> str:
+    # Postgres text and jsonb cannot store U+0000.
+    if "\x00" in value:
+        raise ValueError("text may not contain the NUL character (U+0000)")
+    return value
+
+
+def _json_without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        _no_nul(value)
+    elif isinstance(value, list):
+        for item in value:
+            _json_without_nul(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(key)
+            _json_without_nul(item)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
 _PY_TYPES: dict[str, Any] = {
-    "long_text": str,
-    "json": JsonValue,
-    "integer": int,
-    "number": float,
-    "decimal": decimal.Decimal,
+    "long_text": Text,
+    "json": Annotated[JsonValue, AfterValidator(_json_without_nul)],
+    # The column types' ranges: bigint, double precision (finite), numeric(38, 10).
+    "integer": Annotated[int, PydanticField(ge=-(2**63), le=2**63 - 1)],
+    "number": Annotated[float, PydanticField(allow_inf_nan=False)],
+    "decimal": Annotated[decimal.Decimal, PydanticField(max_digits=38, decimal_places=10)],
     "boolean": bool,
     "timestamp": dt.datetime,
     "date": dt.date,
@@ -59,7 +89,7 @@ class Entity:
         """The Python type a value of field ``name`` has after validation."""
         declared = self.fields[name]
         if declared.kind == "text":
-            return Annotated[str, StringConstraints(max_length=declared.max_length)]
+            return Annotated[Text, StringConstraints(max_length=declared.max_length)]
         if declared.kind == "select":
             return Literal[declared.choices]
         return _PY_TYPES[declared.kind]

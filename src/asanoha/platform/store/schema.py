@@ -10,7 +10,9 @@ from asanoha.platform.store.database import Database
 from asanoha.platform.store.tables import Tables, build_tables
 
 
-def create_all(registry: Registry, target: Database | Engine, tables: Tables | None = None) -> Tables:
+def create_all(
+    registry: Registry, target: Database | Engine, tables: Tables | None = None
+) -> Tables:
     """Create every missing table (idempotent) on a ``Database`` or a SQLAlchemy ``Engine``."""
     tables = tables or build_tables(registry)
     engine = target.engine if isinstance(target, Database) else target
