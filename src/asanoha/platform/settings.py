@@ -15,6 +15,8 @@ class Settings(BaseSettings):
 
     database_url: str = EMBEDDED_DATABASE_URL
     database_pool_size: int = 10
+    #: Test each pooled connection before use (one extra round trip per transaction).
+    database_pre_ping: bool = False
     broker_url: str = EMBEDDED_BROKER_URL
     #: Prefix of every queue name, so several stacks can share one broker without seeing
     #: each other's messages.

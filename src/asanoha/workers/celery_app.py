@@ -18,6 +18,7 @@ from asanoha.workers.run_records import RunRecorder
 if TYPE_CHECKING:
     from asanoha.app import App
 
+_RECORDER_ATTRIBUTE = "asanoha_run_recorder"
 #: The in-memory transport polls once a second by default: about a second per job.
 MEMORY_POLLING_INTERVAL = 0.005
 
@@ -62,6 +63,7 @@ def make_celery(app: App) -> Celery:
         beat_schedule=build_beat_schedule(registry, settings),
     )
     recorder = RunRecorder(app.database, app.service.tables)
+    setattr(celery, _RECORDER_ATTRIBUTE, recorder)
     keys = {job.qn: personal_keys(registry, job) for job in registry.jobs}
     for job in registry.jobs:
         register_job_task(
@@ -69,11 +71,10 @@ def make_celery(app: App) -> Celery:
             app.service,
             job,
             recorder=recorder,
-            queue=queue_for_job(settings, job),
             personal_keys=keys[job.qn],
             default_tenant=settings.default_tenant,
         )
-    register_relay_task(celery, app.service, default_queue)
+    register_relay_task(celery, app.service)
     attach_outcomes(celery)
 
     def route(job_qn: str) -> str:
@@ -82,6 +83,13 @@ def make_celery(app: App) -> Celery:
 
     app.service.publisher = CeleryOutboxPublisher(celery, route, keys)
     return celery
+
+
+def close_worker_resources(celery: Celery) -> None:
+    """Release what ``make_celery`` opened besides the broker pool: run-row connections."""
+    recorder: RunRecorder | None = getattr(celery, _RECORDER_ATTRIBUTE, None)
+    if recorder is not None:
+        recorder.close()
 
 
 def _transport_options(broker_url: str, visibility_timeout: float) -> dict[str, Any]:

@@ -25,16 +25,17 @@ def register_job_task(
     job: JobDef,
     *,
     recorder: RunRecorder,
-    queue: str,
     personal_keys: frozenset[str],
     default_tenant: str,
 ) -> Task:
-    """Register ``job`` as the task named by its qualified name, on its lane's queue."""
+    """Register ``job`` as the task named by its qualified name (``task_routes`` puts it on
+    its lane's queue)."""
 
     @celery.task(  # type: ignore[untyped-decorator]
         name=job.qn,
         bind=True,
-        queue=queue,
+        # Not shared: each application's job tasks are bound to its own service and database.
+        shared=False,
         max_retries=job.retries,
         acks_late=True,
         reject_on_worker_lost=True,
@@ -66,7 +67,7 @@ def run_attempt(
 ) -> None:
     """Run one attempt: record it, call the job, then record success, a retry or the failure."""
     job = ctx.job
-    run_id = recorder.start(job.qn, ctx.task_id, ctx.tenant_id, ctx.attempt)
+    run = recorder.start(job.qn, ctx.task_id, ctx.tenant_id, ctx.attempt)
     try:
         # A fresh context: no request context (and so no entry handler) leaks into the job
         # from whatever ran on this worker thread before.
@@ -74,14 +75,14 @@ def run_attempt(
     except Exception as exc:
         error = describe_error(exc)
         if ctx.final_attempt:
-            recorder.finish(run_id, "failed", error)
+            recorder.finish(run, "failed", error)
             raise
         # Recorded before the retry is sent, so the next attempt starts at least the
         # countdown after this row's finished_at.
-        recorder.finish(run_id, "retrying", error)
+        recorder.finish(run, "retrying", error)
         raise task.retry(
             countdown=retry_countdown(job, ctx.attempt),
             exc=exc,
             **task_reprs(payload, meta, personal_keys),
         ) from exc
-    recorder.finish(run_id, "succeeded")
+    recorder.finish(run, "succeeded")

@@ -44,10 +44,10 @@ class CeleryOutboxPublisher:
         )
 
 
-def register_relay_task(celery: Celery, service: Service, queue: str) -> Task:
+def register_relay_task(celery: Celery, service: Service) -> Task:
     """The beat task that republishes outbox rows left unpublished."""
 
-    @celery.task(name=RELAY_TASK_NAME, queue=queue, ignore_result=True)  # type: ignore[untyped-decorator]
+    @celery.task(name=RELAY_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def relay_outbox() -> int:
         return service.relay_outbox()
 

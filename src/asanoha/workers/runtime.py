@@ -6,11 +6,13 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from celery.contrib.testing.worker import start_worker
+from celery.worker import state as worker_state
 
 from asanoha.platform.model import SessionUser
+from asanoha.workers.celery_app import close_worker_resources
 from asanoha.workers.dispatch import dispatch_job
 from asanoha.workers.drain import Drainer, DrainSummary
-from asanoha.workers.lanes import lane_queues
+from asanoha.workers.lanes import delete_queues, lane_queues
 from asanoha.workers.outcomes import outcomes_of
 from asanoha.workers.pending import close_probe
 
@@ -19,12 +21,18 @@ if TYPE_CHECKING:
 
 #: Worker threads: enough for a job and the jobs it triggers to run side by side.
 CONCURRENCY = 3
+#: Seconds a Redis consumer blocks per pop (its ``polling_interval``; the default is 1).
+BRPOP_TIMEOUT = 0.1
 #: Seconds ``stop()`` waits for running jobs to finish.
 SHUTDOWN_TIMEOUT = 30.0
 
 
 class JobRuntime:
-    """A thread-pool Celery worker consuming the application's lane queues, plus ``drain``."""
+    """A thread-pool Celery worker consuming the application's lane queues, plus ``drain``.
+
+    Meant for test stacks and benchmarks, whose queue names are their own: ``stop()`` deletes
+    the queues.
+    """
 
     def __init__(self, app: App, resources: ExitStack, worker: Any) -> None:
         self.app = app
@@ -44,11 +52,25 @@ class JobRuntime:
         celery = app.celery
         # The test runner owns the root logger; the embedded worker must not replace it.
         celery.conf.worker_hijack_root_logger = False
+        # Nothing sends it commands, and its control bindings would outlive the stack.
+        celery.conf.worker_enable_remote_control = False
+        if app.settings.broker_url.startswith(("redis://", "rediss://")):
+            # Closing a Redis consumer waits for its blocking pop to time out; keep that
+            # short so a stack stops quickly.
+            celery.conf.broker_transport_options = {
+                **celery.conf.broker_transport_options,
+                "polling_interval": BRPOP_TIMEOUT,
+            }
         outcomes = outcomes_of(celery)
+        queues = lane_queues(app.settings)
         resources = ExitStack()
+        # Runs last: the queues are the stack's own (its prefix is unique), so they go away
+        # with it instead of piling up on the shared broker.
+        resources.callback(delete_queues, celery, queues)
         outcomes.connect()
         resources.callback(outcomes.disconnect)
         resources.callback(close_probe, celery)
+        resources.callback(close_worker_resources, celery)
         try:
             worker = resources.enter_context(
                 start_worker(
@@ -56,10 +78,11 @@ class JobRuntime:
                     pool="threads",
                     concurrency=concurrency,
                     perform_ping_check=False,
-                    queues=list(lane_queues(app.settings)),
+                    queues=list(queues),
                     shutdown_timeout=SHUTDOWN_TIMEOUT,
                 )
             )
+            resources.callback(_wake_for_shutdown, worker)
             return cls(app, resources, worker)
         except BaseException:
             resources.close()
@@ -76,5 +99,14 @@ class JobRuntime:
         return self._drainer.drain(timeout)
 
     def stop(self) -> None:
-        """Stop the worker and release its broker connections."""
+        """Stop the worker, release its broker connections and delete its queues."""
         self._resources.close()
+
+
+def _wake_for_shutdown(worker: Any) -> None:
+    """Ask the worker to stop and wake its event loop, which otherwise notices only when its
+    poll times out (up to 10 s on RabbitMQ)."""
+    worker_state.should_terminate = 0
+    hub = getattr(worker, "hub", None)
+    if hub is not None:
+        hub.call_soon(lambda: None)

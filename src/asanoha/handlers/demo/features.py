@@ -39,7 +39,9 @@ notes.crud(
     Entity(
         table="note_index",
         fields={
-            "title": fields.text(personal=False, reason="copied from the note title", filterable=True),
+            "title": fields.text(
+                personal=False, reason="copied from the note title", filterable=True
+            ),
             "words": fields.integer(),
         },
     ),

@@ -101,11 +101,25 @@ class Entity:
 
     def create_model(self, excluded: Collection[str] = ()) -> type[BaseModel]:
         """The pydantic model of a create payload (required fields without default required)."""
-        return _build_model(self, f"{_camel(self.table)}Create", excluded, partial=False)
+        return self._model("create", frozenset(excluded))
 
     def changes_model(self, excluded: Collection[str] = ()) -> type[BaseModel]:
         """The pydantic model of update changes: every field optional, none nullable if required."""
-        return _build_model(self, f"{_camel(self.table)}Changes", excluded, partial=True)
+        return self._model("changes", frozenset(excluded))
+
+    @functools.cached_property
+    def _models(self) -> dict[tuple[str, frozenset[str]], type[BaseModel]]:
+        return {}
+
+    def _model(self, kind: str, excluded: frozenset[str]) -> type[BaseModel]:
+        # Building a pydantic model costs about half a millisecond: build each one once.
+        key = (kind, excluded)
+        model = self._models.get(key)
+        if model is None:
+            name = f"{_camel(self.table)}{kind.capitalize()}"
+            model = _build_model(self, name, excluded, partial=kind == "changes")
+            self._models[key] = model
+        return model
 
 
 def instruction_fields(

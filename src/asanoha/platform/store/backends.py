@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, text
+from sqlalchemy import Connection, Engine, Executable, Table, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
@@ -15,7 +15,7 @@ class Backend(Protocol):
 
     name: str
 
-    def create_engine(self, url: URL, pool_size: int) -> Engine:
+    def create_engine(self, url: URL, pool_size: int, pre_ping: bool = False) -> Engine:
         """An engine configured for the platform's transaction pattern."""
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
@@ -30,15 +30,32 @@ class PostgresBackend:
 
     name = "postgresql"
 
-    def create_engine(self, url: URL, pool_size: int) -> Engine:
-        return create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    def __init__(self) -> None:
+        self._inserts: dict[Table, Executable] = {}
+
+    def create_engine(self, url: URL, pool_size: int, pre_ping: bool = False) -> Engine:
+        # Pre-ping costs a round trip per checkout; recycling bounds the age of idle
+        # connections instead, and pre_ping is there for networks that drop them sooner.
+        return create_engine(
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=pre_ping,
+            pool_recycle=1800,
+        )
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
         # ON CONFLICT DO NOTHING waits for a concurrent inserter of the same key and then
         # yields nothing: exactly one writer of a stream version wins, and the loser's
         # transaction stays usable (no aborted-transaction state to roll back).
-        statement = postgresql.insert(table).values(row).on_conflict_do_nothing()
-        return conn.execute(statement.returning(*table.primary_key)).scalar_one_or_none()
+        statement = self._inserts.get(table)
+        if statement is None:
+            # Built once per table; the row travels as parameters (no per-call compile).
+            statement = (
+                postgresql.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
+            )
+            self._inserts[table] = statement
+        return conn.execute(statement, row).scalar_one_or_none()
 
     def after_create(self, conn: Connection) -> None:
         # Consumers use the writer's transaction id to find events committed out of id order.
@@ -55,7 +72,7 @@ class SqliteBackend:
 
     name = "sqlite"
 
-    def create_engine(self, url: URL, pool_size: int) -> Engine:
+    def create_engine(self, url: URL, pool_size: int, pre_ping: bool = False) -> Engine:
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
@@ -80,8 +97,8 @@ class SqliteBackend:
         return engine
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
-        statement = sqlite.insert(table).values(row).on_conflict_do_nothing()
-        return conn.execute(statement.returning(*table.primary_key)).scalar_one_or_none()
+        statement = sqlite.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
+        return conn.execute(statement, row).scalar_one_or_none()
 
     def after_create(self, conn: Connection) -> None:
         return None

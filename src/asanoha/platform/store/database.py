@@ -20,10 +20,10 @@ def normalize_url(url: str) -> str:
 class Database:
     """The database of an application."""
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, pool_size: int = 10, pre_ping: bool = False) -> None:
         self.url = make_url(normalize_url(url))
         self.backend: Backend = backend_for(self.url)
-        self.engine = self.backend.create_engine(self.url, pool_size)
+        self.engine = self.backend.create_engine(self.url, pool_size, pre_ping)
 
     @property
     def dialect(self) -> str:

@@ -84,7 +84,7 @@ def apply_entity_event(
         }
         if entity_def.entity.soft_delete:
             row |= {"is_deleted": False, "deleted_at": None, "deleted_by": None}
-        conn.execute(insert(table).values(row))
+        conn.execute(insert(table), row)
         return row
     if verb == "updated":
         return _update(

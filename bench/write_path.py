@@ -1,0 +1,327 @@
+"""Write-path throughput: asanoha's service-layer create against raw psycopg and the
+``eventsourcing`` Postgres recorder, with 1 and 8 threads, in one run on one database.
+
+    .venv/bin/python bench/write_path.py [--seconds 3 | --writes N] [--database-url URL]
+
+Each measurement starts with a warm-up (pools filled, statements prepared). The database is
+created for the run and dropped at the end, also when the run fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, nullcontext
+from typing import Any
+
+import psycopg
+from sqlalchemy import make_url
+
+from _common import (
+    ADMIN_URL,
+    CREATE_QN,
+    USER,
+    Throughput,
+    Work,
+    WorkerFactory,
+    bench_feature,
+    conninfo,
+    create_raw_tables,
+    describe_setup,
+    event_metadata,
+    note_payload,
+    run_threads,
+    scratch_database,
+    warm_up_seconds,
+    write_raw,
+)
+from asanoha import App, Settings
+
+THREAD_COUNTS = (1, 8)
+RAW_TARGET = 0.6
+WRITES_BEFORE_TRACE = 10
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every measurement and print the table and the ratios."""
+    args = parse_args(argv)
+    results: dict[tuple[str, int], Throughput] = {}
+    notes: list[str] = []
+    with scratch_database(args.database_url, "asanoha_bench_write") as url, ExitStack() as stack:
+        app = App(
+            features=[bench_feature()],
+            settings=Settings(database_url=url, database_pool_size=max(THREAD_COUNTS)),
+        )
+        stack.callback(app.close)
+        app.create_schema()
+        create_raw_tables(url)
+        amount = f"{args.writes} writes" if args.writes else f"{args.seconds:g} s"
+        print(f"write path, {amount} per measurement; {describe_setup(url)}")
+        targets: dict[str, WorkerFactory] = {
+            "asanoha service": lambda: asanoha_worker(app),
+            "raw psycopg": lambda: raw_worker(url),
+        }
+        recorders = stack.enter_context(eventsourcing_recorders(url, max(THREAD_COUNTS), notes))
+        targets.update(recorders)
+        # Alternate the writers round by round, so that a change in the machine's load
+        # affects all of them; keep each one's best round.
+        for round_ in range(1, args.rounds + 1):
+            for threads in THREAD_COUNTS:
+                for name, make_worker in targets.items():
+                    result = measure(make_worker, threads, args)
+                    best = results.get((name, threads))
+                    if best is None or result.rate > best.rate:
+                        results[name, threads] = result
+                    print(f"  round {round_}  {name:<36}{threads} thread(s) {result.rate:8.0f}/s")
+        trips = {
+            "asanoha service": trace_asanoha(url),
+            "raw psycopg": trace_raw(url),
+        }
+    print_report(results, trips, notes)
+    return 0
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    amount = parser.add_mutually_exclusive_group()
+    amount.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    amount.add_argument("--writes", type=int, help="per measurement, instead of --seconds")
+    parser.add_argument("--rounds", type=int, default=2, help="measurements per writer; best kept")
+    parser.add_argument(
+        "--database-url",
+        default=ADMIN_URL,
+        help="admin URL used to create and drop the bench database",
+    )
+    return parser.parse_args(argv)
+
+
+def measure(make_worker: WorkerFactory, threads: int, args: argparse.Namespace) -> Throughput:
+    """Warm up, then measure, with the same number of threads."""
+    if args.writes is not None:
+        run_threads(make_worker, threads, seconds=0, calls=max(threads * 20, args.writes // 10))
+        return run_threads(make_worker, threads, seconds=0, calls=args.writes)
+    run_threads(make_worker, threads, seconds=warm_up_seconds(args.seconds))
+    return run_threads(make_worker, threads, seconds=args.seconds)
+
+
+# -- the three writers ----------------------------------------------------------------------
+
+
+@contextmanager
+def asanoha_worker(app: App) -> Iterator[Work]:
+    """One create through the service layer: the path HTTP, jobs and consumers take."""
+    dispatch = app.service.dispatch_write
+    yield lambda n: dispatch(CREATE_QN, note_payload(n), USER)
+
+
+@contextmanager
+def raw_worker(url: str) -> Iterator[Work]:
+    """The same event + row in one transaction, on a connection of this thread's own."""
+    with psycopg.connect(conninfo(url)) as conn:
+        yield lambda n: write_raw(conn, note_payload(n))
+
+
+@contextmanager
+def eventsourcing_recorders(
+    url: str, pool_size: int, notes: list[str]
+) -> Iterator[dict[str, WorkerFactory]]:
+    """Workers for the ``eventsourcing`` recorders; none when the library is not installed."""
+    try:
+        from eventsourcing.persistence import StoredEvent
+        from eventsourcing.postgres import (
+            PostgresAggregateRecorder,
+            PostgresApplicationRecorder,
+            PostgresDatastore,
+        )
+    except ImportError:
+        notes.append("eventsourcing is not installed (pip install -e '.[bench]'): skipped")
+        yield {}
+        return
+    parsed = make_url(url)
+    datastore = PostgresDatastore(
+        dbname=parsed.database or "postgres",
+        host=parsed.host or "127.0.0.1",
+        port=parsed.port or 5432,
+        user=parsed.username or "postgres",
+        password=parsed.password or "",
+        pool_size=pool_size,
+    )
+    try:
+        # The application recorder is what an eventsourcing Application uses: events get a
+        # global notification id that followers read in order, like asanoha's positions.
+        application = PostgresApplicationRecorder(datastore, events_table_name="es_events")
+        application.create_table()
+        # The aggregate recorder has no global order and does less per insert: context.
+        aggregate = PostgresAggregateRecorder(datastore, events_table_name="es_aggregate_events")
+        aggregate.create_table()
+
+        def worker_of(recorder: Any) -> WorkerFactory:
+            def work(n: int) -> object:
+                # One event per call, each the first event of a new aggregate.
+                body = {"data": note_payload(n), "metadata": event_metadata(USER)}
+                state = json.dumps(body).encode()
+                event = StoredEvent(uuid.uuid4(), 1, "bench.notes:Note.Created", state)
+                return recorder.insert_events([event])
+
+            return lambda: nullcontext(work)
+
+        yield {
+            "eventsourcing application recorder": worker_of(application),
+            "eventsourcing aggregate recorder": worker_of(aggregate),
+        }
+    finally:
+        datastore.close()
+
+
+# -- round trips per write ------------------------------------------------------------------
+
+
+def trace_asanoha(url: str) -> list[str]:
+    """The round trips of one service-layer create, from a libpq protocol trace."""
+    app = App(features=[bench_feature()], settings=Settings(database_url=url, database_pool_size=1))
+    try:
+        app.service.dispatch_write(CREATE_QN, note_payload(0), USER)
+        # A pool of one: the connection traced here is the one every later write checks out.
+        pooled = app.database.engine.raw_connection()
+        driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
+        pooled.close()
+        return trace_last_write(
+            driver, lambda n: app.service.dispatch_write(CREATE_QN, note_payload(n), USER)
+        )
+    finally:
+        app.close()
+
+
+def trace_raw(url: str) -> list[str]:
+    """The round trips of one raw create."""
+    with psycopg.connect(conninfo(url)) as conn:
+        return trace_last_write(conn, lambda n: write_raw(conn, note_payload(n)))
+
+
+def trace_last_write(conn: psycopg.Connection[Any], work: Work) -> list[str]:
+    """The round trips of a steady-state write: after enough writes that psycopg has prepared
+    its statements (their names are learnt from the earlier trace)."""
+    prepared: dict[str, str] = {}
+    with libpq_trace(conn) as read:
+        for n in range(WRITES_BEFORE_TRACE):
+            work(n)
+        round_trips(read(), prepared)
+    with libpq_trace(conn) as read:
+        work(WRITES_BEFORE_TRACE)
+        return round_trips(read(), prepared)
+
+
+@contextmanager
+def libpq_trace(conn: psycopg.Connection[Any]) -> Iterator[Callable[[], str]]:
+    """Record the protocol messages of ``conn``; the yielded function stops and returns them."""
+    with tempfile.TemporaryFile() as file:
+        conn.pgconn.trace(file.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+
+        def read() -> str:
+            conn.pgconn.untrace()
+            file.seek(0)
+            return file.read().decode(errors="replace")
+
+        try:
+            yield read
+        finally:
+            conn.pgconn.untrace()
+
+
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def round_trips(trace: str, prepared: dict[str, str]) -> list[str]:
+    """One line per round trip (client messages up to the server's ReadyForQuery): the
+    statement it ran. ``prepared`` maps statement names to SQL and learns new ones."""
+    trips: list[str] = []
+    current: str | None = None
+    for line in trace.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        direction, kind, rest = parts[0], parts[2], "\t".join(parts[3:])
+        quoted = _QUOTED.findall(rest)
+        if direction == "F":
+            statement = None
+            if kind == "Query" and quoted:
+                statement = quoted[0]
+            elif kind == "Parse" and len(quoted) >= 2:
+                prepared[quoted[0]] = quoted[1]
+                statement = quoted[1]
+            elif kind == "Bind" and len(quoted) >= 2:
+                statement = prepared.get(quoted[1], f"prepared {quoted[1]}")
+            if current is None and statement is not None:
+                current = statement
+        elif direction == "B" and kind == "ReadyForQuery":
+            trips.append(" ".join((current or "?").split()))
+            current = None
+    return trips
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+def print_report(
+    results: dict[tuple[str, int], Throughput], trips: dict[str, list[str]], notes: list[str]
+) -> None:
+    print()
+    least = min(THREAD_COUNTS)
+    header = "".join(f"{f'{t} thread(s)':>14}" for t in THREAD_COUNTS)
+    print(f"{'writes/s (best round)':<36}{header}   CPU ms/write here, {least} thread")
+    for name in dict.fromkeys(name for name, _ in results):
+        cells = "".join(f"{results[name, t].rate:14.0f}" for t in THREAD_COUNTS)
+        print(f"{name:<36}{cells}{results[name, least].cpu_ms_per_call:14.2f}")
+    print("(CPU: this process only, all threads; the Postgres server's share is not in it)")
+    print()
+
+    def rate(name: str, threads: int) -> float | None:
+        found = results.get((name, threads))
+        return found.rate if found else None
+
+    def ratio(label: str, top: float | None, bottom: float | None, target: str) -> None:
+        if top is None or bottom is None or bottom == 0:
+            return
+        print(f"{label:<52}{top / bottom:6.2f}   target {target}")
+
+    for threads in THREAD_COUNTS:
+        ratio(
+            f"asanoha / raw psycopg, {threads} thread(s)",
+            rate("asanoha service", threads),
+            rate("raw psycopg", threads),
+            f">= {RAW_TARGET}",
+        )
+    most = max(THREAD_COUNTS)
+    ratio(
+        f"asanoha / eventsourcing application rec., {most} threads",
+        rate("asanoha service", most),
+        rate("eventsourcing application recorder", most),
+        "> 1.0",
+    )
+    ratio(
+        f"asanoha / eventsourcing aggregate rec., {most} threads",
+        rate("asanoha service", most),
+        rate("eventsourcing aggregate recorder", most),
+        "(context)",
+    )
+    print()
+    for name, statements in trips.items():
+        print(f"round trips per write, {name}: {len(statements)}")
+        for statement in statements:
+            # psycopg answers SQLAlchemy's pool_pre_ping with an empty query.
+            label = (
+                "; (pool pre-ping: liveness check on checkout)" if statement == ";" else statement
+            )
+            print(f"    {label[:96]}")
+    for note in notes:
+        print(f"note: {note}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
