@@ -38,7 +38,7 @@ from asanoha.platform.service.context import (
 )
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
-from asanoha.platform.service.validation import field_errors, validate_payload
+from asanoha.platform.service.validation import field_errors, invalid_field, validate_payload
 from asanoha.platform.store import (
     Database,
     StoredEvent,
@@ -71,9 +71,7 @@ class Service:
         self, qn: str, payload: Any, user: SessionUser, *, meta: RequestMeta | None = None
     ) -> Any:
         """Run the write handler ``qn`` for ``user`` and return its data."""
-        handler = self._resolve(qn, "write")
-        self._authorize(handler, user)
-        model = validate_payload(handler.payload_model, payload, handler.qn)
+        handler, model = self._admit(qn, "write", payload, user)
         request = current_request()
         if request is not None:
             return self._run_nested(handler, model, user, request)
@@ -105,9 +103,7 @@ class Service:
             request: RequestContext | None = None
             for index, (qn, payload) in enumerate(items):
                 try:
-                    handler = self._resolve(qn, "write")
-                    self._authorize(handler, user)
-                    model = validate_payload(handler.payload_model, payload, handler.qn)
+                    handler, model = self._admit(qn, "write", payload, user)
                     if request is None:
                         request = self._new_request(conn, handler, user, meta)
                     else:
@@ -174,9 +170,7 @@ class Service:
         self, qn: str, payload: Any, user: SessionUser, *, meta: RequestMeta | None = None
     ) -> Any:
         """Run the query handler ``qn`` for ``user`` and return its data."""
-        handler = self._resolve(qn, "query")
-        self._authorize(handler, user)
-        model = validate_payload(handler.payload_model, payload, handler.qn)
+        handler, model = self._admit(qn, "query", payload, user)
         request = current_request()
         if request is not None:
             # Inside a write: read through its transaction, so its own changes are visible.
@@ -208,16 +202,7 @@ class Service:
         elif isinstance(payload, dict):
             body = payload
         else:
-            raise ValidationError(
-                handler=handler.qn,
-                fields=[
-                    {
-                        "path": "$",
-                        "type": "dict_type",
-                        "message": "an event payload is a JSON object",
-                    }
-                ],
-            )
+            raise invalid_field(handler.qn, "$", "dict_type", "an event payload is a JSON object")
         expected = expected_version
         if expected is None:
             expected = stream_version(request.conn, self.tables, user.tenant_id, stream_id)
@@ -303,17 +288,18 @@ class Service:
             "causation_id": meta.causation_id,
         }
 
-    def _resolve(self, qn: str, kind: str) -> HandlerDef:
+    def _admit(
+        self, qn: str, kind: str, payload: Any, user: SessionUser
+    ) -> tuple[HandlerDef, pydantic.BaseModel]:
+        """Steps 1-3 of every dispatch: the handler exists, admits ``user``, accepts ``payload``."""
         handler = self.registry.find_handler(qn)
         if handler is None or handler.kind != kind:
             raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
-        return handler
-
-    def _authorize(self, handler: HandlerDef, user: SessionUser) -> None:
         if not handler.access.admits(user):
             raise AccessDeniedError(
                 Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
             )
+        return handler, validate_payload(handler.payload_model, payload, handler.qn)
 
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:
         return EntryHandler(handler.qn, resolve_agent_exposure(handler).risk)

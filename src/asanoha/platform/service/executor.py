@@ -28,7 +28,7 @@ from asanoha.platform.errors import (
 from asanoha.platform.model import EntityDef, SessionUser
 from asanoha.platform.service import gates
 from asanoha.platform.service.context import RequestContext
-from asanoha.platform.service.validation import field_errors
+from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, read_events
 from asanoha.platform.store.projections import Row, encode_values
 
@@ -86,15 +86,11 @@ class EntityExecutor:
     ) -> Row:
         """Apply ``changes``. ``version`` is the version the caller read (checked unless skipped)."""
         if version is None and not skip_optimistic_lock:
-            raise ValidationError(
-                handler=self._handler_qn,
-                fields=[
-                    {
-                        "path": "version",
-                        "type": "missing",
-                        "message": "pass the version you read, or skip_optimistic_lock=True",
-                    }
-                ],
+            raise invalid_field(
+                self._handler_qn,
+                "version",
+                "missing",
+                "pass the version you read, or skip_optimistic_lock=True",
             )
         model = self.entity_def.entity.changes_model()
         values = self._validate(model, dict(changes))
@@ -302,15 +298,8 @@ class EntityExecutor:
         try:
             return uuid.UUID(str(value))
         except ValueError:
-            raise ValidationError(
-                handler=self._handler_qn,
-                fields=[
-                    {
-                        "path": "id",
-                        "type": "uuid_parsing",
-                        "message": "Input should be a valid UUID",
-                    }
-                ],
+            raise invalid_field(
+                self._handler_qn, "id", "uuid_parsing", "Input should be a valid UUID"
             ) from None
 
     def _check_column(self, name: str, what: str, *, sortable: bool) -> None:
@@ -321,15 +310,8 @@ class EntityExecutor:
             else (sortable and name in SORTABLE_BASE_COLUMNS)
         )
         if not allowed:
-            raise ValidationError(
-                handler=self._handler_qn,
-                fields=[
-                    {
-                        "path": f"{what}.{name}",
-                        "type": f"not_{what}able",
-                        "message": f"{name!r} is not {what}able",
-                    }
-                ],
+            raise invalid_field(
+                self._handler_qn, f"{what}.{name}", f"not_{what}able", f"{name!r} is not {what}able"
             )
 
     def _apply_filter(self, query: Select[Any], filters: Mapping[str, Any]) -> Select[Any]:
@@ -343,15 +325,11 @@ class EntityExecutor:
             column = self._table.c[name]
             for op, raw in operations.items():
                 if op not in FILTER_OPERATORS:
-                    raise ValidationError(
-                        handler=self._handler_qn,
-                        fields=[
-                            {
-                                "path": f"filter.{name}.{op}",
-                                "type": "unknown_operator",
-                                "message": f"use one of {sorted(FILTER_OPERATORS)}",
-                            }
-                        ],
+                    raise invalid_field(
+                        self._handler_qn,
+                        f"filter.{name}.{op}",
+                        "unknown_operator",
+                        f"use one of {sorted(FILTER_OPERATORS)}",
                     )
                 try:
                     value = (
@@ -360,15 +338,11 @@ class EntityExecutor:
                         else adapter.validate_python(raw)
                     )
                 except (pydantic.ValidationError, TypeError) as error:
-                    raise ValidationError(
-                        handler=self._handler_qn,
-                        fields=[
-                            {
-                                "path": f"filter.{name}.{op}",
-                                "type": "invalid_value",
-                                "message": str(error).splitlines()[0],
-                            }
-                        ],
+                    raise invalid_field(
+                        self._handler_qn,
+                        f"filter.{name}.{op}",
+                        "invalid_value",
+                        str(error).splitlines()[0],
                     ) from None
                 query = query.where(_compare(column, op, value))
         return query
@@ -383,15 +357,8 @@ class EntityExecutor:
                 return offset
         except (ValueError, KeyError, TypeError, binascii.Error):
             pass
-        raise ValidationError(
-            handler=self._handler_qn,
-            fields=[
-                {
-                    "path": "cursor",
-                    "type": "invalid_cursor",
-                    "message": "not a cursor this list returned",
-                }
-            ],
+        raise invalid_field(
+            self._handler_qn, "cursor", "invalid_cursor", "not a cursor this list returned"
         )
 
 

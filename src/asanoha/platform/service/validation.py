@@ -33,3 +33,10 @@ def validate_payload(model: type[M], payload: Any, handler: str) -> M:
         return model.model_validate(payload)
     except pydantic.ValidationError as exc:
         raise ValidationError(handler=handler, fields=field_errors(exc)) from None
+
+
+def invalid_field(handler: str, path: str, type: str, message: str) -> ValidationError:
+    """A ``ValidationError`` about one field, for checks pydantic does not make."""
+    return ValidationError(
+        handler=handler, fields=[{"path": path, "type": type, "message": message}]
+    )
