@@ -32,7 +32,12 @@ def test_quickstart_declares_calls_and_tests(tmp_path: Path) -> None:
         "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{tmp_path / 'shop.sqlite3'}",
     }
     called = subprocess.run(
-        [sys.executable, "call.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "call.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert called.returncode == 0, called.stderr
     assert called.stdout.strip() == "denied instruction_field_write_requires_high_risk"

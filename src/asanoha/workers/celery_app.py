@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from celery import Celery
+from celery import Celery, signals
 
 from asanoha.workers.beat import build_beat_schedule
 from asanoha.workers.job_task import register_job_task
@@ -13,12 +13,11 @@ from asanoha.workers.outbox_publisher import CeleryOutboxPublisher, register_rel
 from asanoha.workers.outcomes import attach_outcomes
 from asanoha.workers.redaction import personal_keys
 from asanoha.workers.retry_policy import check_job_limits
-from asanoha.workers.run_records import RunRecorder
+from asanoha.workers.run_records import RunRecorder, attach_recorder, recorder_of
 
 if TYPE_CHECKING:
     from asanoha.app import App
 
-_RECORDER_ATTRIBUTE = "asanoha_run_recorder"
 #: The in-memory transport polls once a second by default: about a second per job.
 MEMORY_POLLING_INTERVAL = 0.005
 
@@ -63,7 +62,9 @@ def make_celery(app: App) -> Celery:
         beat_schedule=build_beat_schedule(registry, settings),
     )
     recorder = RunRecorder(app.database, app.service.tables)
-    setattr(celery, _RECORDER_ATTRIBUTE, recorder)
+    attach_recorder(celery, recorder)
+    # Weak: an application that is gone takes its receiver with it.
+    signals.worker_process_shutdown.connect(recorder.flush_before_exit, weak=True)
     keys = {job.qn: personal_keys(registry, job) for job in registry.jobs}
     for job in registry.jobs:
         register_job_task(
@@ -86,8 +87,8 @@ def make_celery(app: App) -> Celery:
 
 
 def close_worker_resources(celery: Celery) -> None:
-    """Release what ``make_celery`` opened besides the broker pool: run-row connections."""
-    recorder: RunRecorder | None = getattr(celery, _RECORDER_ATTRIBUTE, None)
+    """Release what ``make_celery`` opened besides the broker pool: the run-row writer."""
+    recorder = recorder_of(celery)
     if recorder is not None:
         recorder.close()
 

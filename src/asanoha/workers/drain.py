@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from asanoha.workers.outcomes import outcomes_of
 from asanoha.workers.pending import PendingWork, count_pending_jobs
+from asanoha.workers.run_records import recorder_of
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -89,10 +90,18 @@ class Drainer:
             pending = count_pending_jobs(self._app)
             idle = idle + 1 if pending.total == 0 else 0
             if idle >= IDLE_PASSES:
+                self._flush_run_rows(deadline)
                 return self._settle()
             if time.monotonic() >= deadline:
                 raise DrainTimeoutError(timeout, pending)
             self._outcomes.changed.wait(self._poll_interval)
+
+    def _flush_run_rows(self, deadline: float) -> None:
+        # Run rows are written behind the jobs; the ones of jobs that just ended may not be
+        # in the table yet.
+        recorder = recorder_of(self._app.celery)
+        if recorder is not None:
+            recorder.flush(max(deadline - time.monotonic(), 1.0))
 
     def _settle(self) -> DrainSummary:
         """Summarise the runs since the previous drain; raise for final failures."""

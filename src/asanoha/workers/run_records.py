@@ -1,22 +1,31 @@
-"""``asanoha_job_runs``: one row per attempt, written once for a short attempt.
+"""``asanoha_job_runs``: one row per attempt, written behind the job by one thread.
 
-An attempt's row is written when it ends (status, error, start and end time). An attempt
-still running after ``RUNNING_ROW_DELAY`` gets its ``running`` row first, from a background
-thread, so long jobs show up while they run. Most jobs are short: they cost one statement,
-and the worker thread waits for the database only once per attempt.
+The worker thread only notes what happened; a writer thread sends the rows, many per
+statement when jobs end together. An attempt's row is written when it ends (status, error,
+start and end time); an attempt still running after ``RUNNING_ROW_DELAY`` gets its
+``running`` row first, so long jobs show up while they run. ``flush()`` waits until every
+ended attempt is written (``drain()`` calls it before reading the rows).
+
+Writing behind keeps a database round trip off every job: the rows are the record of the
+jobs, not their effects (those commit through the service as usual). A process that stops
+normally writes what it holds first (at interpreter exit, and when a pool process shuts
+down); one killed in the millisecond after a job ended can lose that job's row.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from celery import Celery
 from sqlalchemy import Connection, Engine, Executable, Table, create_engine
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
@@ -28,6 +37,9 @@ log = logging.getLogger("asanoha.job_runs")
 FinalStatus = Literal["succeeded", "failed", "retrying"]
 #: Seconds an attempt runs before its ``running`` row is written.
 RUNNING_ROW_DELAY = 0.05
+
+#: Seconds the writer waits for more ended attempts before writing a batch.
+WRITE_LINGER = 0.002
 
 # Both dialects spell the upsert the same way; the portable ``insert`` has no upsert.
 _INSERT: dict[str, Callable[[Table], Any]] = {
@@ -73,7 +85,7 @@ class RunRecorder:
     """Writes the run rows of job attempts.
 
     The statements are built once (constructing a SQLAlchemy statement costs several times
-    more than sending it) and sent on a connection each thread keeps (no pool checkout, no
+    more than sending it) and sent on a connection the writer keeps (no pool checkout, no
     ping), without a transaction around them on Postgres.
     """
 
@@ -84,7 +96,7 @@ class RunRecorder:
         insert = _INSERT[database.dialect](runs)
         # The row of the attempt as it ended. It also takes over the row of an earlier
         # delivery of the same attempt whose worker died mid-run.
-        self._finish = insert.on_conflict_do_update(
+        self._upsert_ended = insert.on_conflict_do_update(
             index_elements=["task_id", "attempt"],
             set_={
                 "status": insert.excluded.status,
@@ -95,7 +107,7 @@ class RunRecorder:
         )
         # A ``running`` row. It replaces only an older delivery's row, never the row of
         # this very attempt, which its end may have written first.
-        self._running = insert.on_conflict_do_update(
+        self._upsert_running = insert.on_conflict_do_update(
             index_elements=["task_id", "attempt"],
             set_={
                 "status": insert.excluded.status,
@@ -105,7 +117,7 @@ class RunRecorder:
             },
             where=runs.c.started_at < insert.excluded.started_at,
         )
-        self._pending = _PendingRunning(self._write_running)
+        self._writer = _RunWriter(self._write)
         self._local = threading.local()
         self._held: list[Connection] = []
         self._lock = threading.Lock()
@@ -113,17 +125,25 @@ class RunRecorder:
     def start(self, job_qn: str, task_id: str, tenant_id: str | None, attempt: int) -> Run:
         """Note that ``attempt`` started; its ``running`` row follows if it runs long."""
         run = Run(job_qn, task_id, tenant_id, attempt, dt.datetime.now(dt.UTC))
-        self._pending.add(run)
+        self._writer.add_running(run)
         return run
 
     def finish(self, run: Run, status: FinalStatus, error: str | None = None) -> None:
-        """Write how ``run`` ended (before the task returns, so before its message is acked)."""
-        self._pending.discard(run)
-        self._execute(self._finish, [run.row(status, error, dt.datetime.now(dt.UTC))])
+        """Note how ``run`` ended; the writer thread writes its row."""
+        self._writer.add_ended(run, run.row(status, error, dt.datetime.now(dt.UTC)))
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until every attempt noted as ended so far is written."""
+        self._writer.flush(timeout)
+
+    def flush_before_exit(self, **_: Any) -> None:
+        """Celery ``worker_process_shutdown`` receiver: a pool process that exits (recycled,
+        or the worker stops) writes its last rows first."""
+        self._writer.flush(timeout=5.0)
 
     def close(self) -> None:
-        """Stop the background writer and close the kept connections."""
-        self._pending.close()
+        """Write what is left, stop the writer and close the connections."""
+        self._writer.close()
         with self._lock:
             held, self._held = self._held, []
         for conn in held:
@@ -131,8 +151,12 @@ class RunRecorder:
         if self._own_engine:
             self._engine.dispose()
 
-    def _write_running(self, runs: Sequence[Run]) -> None:
-        self._execute(self._running, [run.row("running", None, None) for run in runs])
+    def _write(self, ended: list[dict[str, Any]], running: Sequence[Run]) -> None:
+        if ended:
+            self._execute(self._upsert_ended, ended)
+        if running:
+            rows = [run.row("running", None, None) for run in running]
+            self._execute(self._upsert_running, rows)
 
     def _execute(self, statement: Executable, rows: list[dict[str, Any]]) -> None:
         # A kept connection that died (database restart) fails one statement; SQLAlchemy
@@ -157,67 +181,146 @@ class RunRecorder:
         return conn
 
 
-class _PendingRunning:
-    """Attempts whose ``running`` row is not written yet, and the thread that writes it."""
+_ATTRIBUTE = "asanoha_run_recorder"
 
-    def __init__(self, write: Callable[[Sequence[Run]], None]) -> None:
+
+def attach_recorder(celery: Celery, recorder: RunRecorder) -> None:
+    """Keep ``recorder`` with the Celery application whose tasks use it."""
+    setattr(celery, _ATTRIBUTE, recorder)
+
+
+def recorder_of(celery: Celery) -> RunRecorder | None:
+    """The run recorder ``make_celery`` attached to ``celery``."""
+    recorder: RunRecorder | None = getattr(celery, _ATTRIBUTE, None)
+    return recorder
+
+
+class _RunWriter:
+    """The rows waiting to be written, and the thread that writes them."""
+
+    def __init__(self, write: Callable[[list[dict[str, Any]], Sequence[Run]], None]) -> None:
         self._write = write
-        self._runs: dict[tuple[str, int], Run] = {}
+        self._running: dict[tuple[str, int], Run] = {}
+        self._ended: list[dict[str, Any]] = []
+        self._writing = False
+        #: Callers waiting in ``flush()``: the writer does not linger for them.
+        self._flushing = 0
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._closed = False
 
-    def add(self, run: Run) -> None:
+    def add_running(self, run: Run) -> None:
         run.due = time.monotonic() + RUNNING_ROW_DELAY
         with self._changed:
-            self._runs[(run.task_id, run.attempt)] = run
-            # Started on first use, and again in a forked worker child (threads do not
-            # survive a fork).
-            if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._closed = False
-                self._thread = threading.Thread(
-                    target=self._loop, name="asanoha-job-runs", daemon=True
-                )
-                self._thread.start()
-            self._changed.notify()
+            was_idle = not self._running and not self._ended
+            self._running[(run.task_id, run.attempt)] = run
+            self._ensure_thread()
+            # The writer sleeps until the first pending run is due; a later run is due
+            # later, so only the first one needs to wake it (waking it per job costs more
+            # than the job).
+            if was_idle:
+                self._changed.notify_all()
 
-    def discard(self, run: Run) -> None:
+    def add_ended(self, run: Run, row: dict[str, Any]) -> None:
         with self._changed:
-            self._runs.pop((run.task_id, run.attempt), None)
+            self._running.pop((run.task_id, run.attempt), None)
+            self._ended.append(row)
+            self._ensure_thread()
+            if len(self._ended) == 1:
+                self._changed.notify_all()
+
+    def flush(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._flushing += 1
+            self._changed.notify_all()
+            try:
+                while self._ended or self._writing:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(f"job run rows were not written within {timeout:g} s")
+                    self._changed.wait(remaining)
+            finally:
+                self._flushing -= 1
 
     def close(self) -> None:
         with self._changed:
             self._closed = True
-            self._changed.notify()
+            self._changed.notify_all()
             thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+            thread.join(timeout=10)
+
+    def _ensure_thread(self) -> None:
+        # Started on first use, and again in a forked worker child (threads do not survive
+        # a fork).
+        if self._thread is None or self._pid != os.getpid():
+            _live_writers.add(self)
+            self._pid = os.getpid()
+            self._closed = False
+            self._thread = threading.Thread(target=self._loop, name="asanoha-job-runs", daemon=True)
+            self._thread.start()
 
     def _loop(self) -> None:
         while True:
             with self._changed:
-                due = self._take_due()
-                while not due and not self._closed:
+                ended, running = self._take()
+                while not ended and not running and not self._closed:
                     # Runs are added in start order, so the first one is due first.
-                    first = next(iter(self._runs.values()), None)
+                    first = next(iter(self._running.values()), None)
                     self._changed.wait(None if first is None else first.due - time.monotonic())
-                    due = self._take_due()
-                if self._closed and not due:
-                    return
+                    ended, running = self._take()
+                if not ended and not running:
+                    return  # closed, nothing left
+                # Set before lingering: the rows taken are out of the list but not written,
+                # and flush() must keep waiting for them.
+                self._writing = True
+                if ended and not self._closed and not self._flushing:
+                    # Jobs tend to end in bursts: one statement for the whole burst costs
+                    # the database and this process far less than one per row.
+                    until = time.monotonic() + WRITE_LINGER
+                    while not self._closed and not self._flushing:
+                        remaining = until - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._changed.wait(remaining)
+                    more, due = self._take()
+                    ended += more
+                    running += due
             try:
-                self._write(due)
+                self._write(ended, running)
             except Exception:
-                # A missing ``running`` row hides nothing for long: the end writes the row.
-                log.warning("writing running job rows failed", exc_info=True)
+                log.error(
+                    "writing %d job run rows failed", len(ended) + len(running), exc_info=True
+                )
+            finally:
+                with self._changed:
+                    self._writing = False
+                    self._changed.notify_all()
 
-    def _take_due(self) -> list[Run]:
+    def _take(self) -> tuple[list[dict[str, Any]], list[Run]]:
+        ended, self._ended = self._ended, []
         now = time.monotonic()
-        due = [run for run in self._runs.values() if run.due <= now]
+        due = [run for run in self._running.values() if run.due <= now]
         for run in due:
-            del self._runs[(run.task_id, run.attempt)]
-        return due
+            del self._running[(run.task_id, run.attempt)]
+        return ended, due
+
+
+#: Writers with a thread in this process; the interpreter's exit writes what they hold.
+_live_writers: weakref.WeakSet[_RunWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    # The writer thread is a daemon: without this, a worker that stops normally right
+    # after a job ended would drop that job's row.
+    for writer in list(_live_writers):
+        try:
+            writer.flush(timeout=5.0)
+        except Exception:
+            log.error("job run rows were lost at exit", exc_info=True)
 
 
 def _run_engine(database: Database) -> Engine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,23 @@ class JobRuntime:
                 f"the stack has jobs enabled but its features ({features}) define no job; "
                 "declare one with @feature.job(...) or create the stack without jobs=True"
             )
+        with _ACTIVE_LOCK:
+            if _active:
+                raise RuntimeError(
+                    "another stack with jobs=True is running in this process; Celery's embedded "
+                    "worker keeps process-wide state (event loop, shutdown flag), so only one "
+                    "can run at a time: put the features into one stack, or close the other first"
+                )
+            _active.add(app)
+        try:
+            return cls._start(app, concurrency)
+        except BaseException:
+            with _ACTIVE_LOCK:
+                _active.discard(app)
+            raise
+
+    @classmethod
+    def _start(cls, app: App, concurrency: int) -> JobRuntime:
         celery = app.celery
         # The test runner owns the root logger; the embedded worker must not replace it.
         celery.conf.worker_hijack_root_logger = False
@@ -64,6 +82,7 @@ class JobRuntime:
         outcomes = outcomes_of(celery)
         queues = lane_queues(app.settings)
         resources = ExitStack()
+        resources.callback(_release, app)
         # Runs last: the queues are the stack's own (its prefix is unique), so they go away
         # with it instead of piling up on the shared broker.
         resources.callback(delete_queues, celery, queues)
@@ -101,6 +120,16 @@ class JobRuntime:
     def stop(self) -> None:
         """Stop the worker, release its broker connections and delete its queues."""
         self._resources.close()
+
+
+_ACTIVE_LOCK = threading.Lock()
+#: The application whose runtime is running in this process (at most one).
+_active: set[App] = set()
+
+
+def _release(app: App) -> None:
+    with _ACTIVE_LOCK:
+        _active.discard(app)
 
 
 def _wake_for_shutdown(worker: Any) -> None:

@@ -1,0 +1,52 @@
+"""The job suite runs on every broker: Redis (the default) and RabbitMQ."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from asanoha.platform.model import Feature
+
+BROKERS = {
+    "redis": "redis://127.0.0.1:6379/0",
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//",
+}
+#: A port nothing listens on, per broker scheme.
+DEAD_BROKERS = {
+    "redis": "redis://127.0.0.1:1/0",
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:1//",
+}
+
+
+@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def broker(request: pytest.FixtureRequest) -> str:
+    """The name of the broker the test runs on."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def jobs_stack(asanoha_stack: Callable[..., Any], broker: str) -> Callable[..., Any]:
+    """``jobs_stack(features)``: a stack with an in-process worker on the test's broker."""
+
+    def make(features: Iterable[Feature], **settings: Any) -> Any:
+        return asanoha_stack(
+            features=list(features),
+            jobs=True,
+            settings={"broker_url": BROKERS[broker], **settings},
+        )
+
+    return make
+
+
+def job_runs(stack: Any, job_qn: str | None = None) -> list[Any]:
+    """The stack's job run rows in the order they were written."""
+    runs = stack.tables.job_runs
+    query = select(runs).order_by(runs.c.id)
+    if job_qn is not None:
+        query = query.where(runs.c.job_qn == job_qn)
+    with stack.db.connect() as conn:
+        return list(conn.execute(query).all())
