@@ -7,13 +7,29 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from asanoha.platform.model import Feature, Registry
-from asanoha.platform.service import Service
+from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, create_all
 
 if TYPE_CHECKING:
     from celery import Celery
     from fastapi import FastAPI
+
+
+class DeferredCeleryPublisher:
+    """The outbox publisher until the first message: builds ``app.celery``, which connects
+    the real publisher, and hands the message on to it."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    def publish(self, message: OutboxMessage) -> None:
+        """Build the Celery app once, then publish through its publisher."""
+        self._app.celery  # noqa: B018 - building it replaces service.publisher
+        publisher = self._app.service.publisher
+        if publisher is None or publisher is self:
+            raise RuntimeError("building the Celery app did not connect an outbox publisher")
+        publisher.publish(message)
 
 
 class App:
@@ -26,6 +42,11 @@ class App:
             self.settings.database_url, pool_size=self.settings.database_pool_size
         )
         self.service = Service(self.registry, self.database)
+        if self.registry.jobs:
+            # Jobs triggered by a write are published right after its commit, in whatever
+            # process made the write (an API server too): connect the outbox now, and build
+            # the Celery app on the first publish so nothing imports Celery before then.
+            self.service.publisher = DeferredCeleryPublisher(self)
 
     def create_schema(self) -> None:
         """Create every table of the registry that does not exist yet."""

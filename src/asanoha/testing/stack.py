@@ -62,6 +62,10 @@ class Stack:
         try:
             self.app = App(features, stack_settings(self._database.url, suffix, settings))
             self.app.create_schema()
+            if not jobs:
+                # No worker consumes this stack's queues: keep triggered jobs as outbox rows
+                # (tests can read them) instead of publishing messages nobody will take.
+                self.app.service.publisher = None
             self._client = TestClient(self.app.http)
             self._client.__enter__()
             self.http = StackHttp(self._client, self.app.settings)
