@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select
 
 from asanoha.app import App
 from asanoha.platform.model import Feature, Registry, SessionUser
@@ -116,6 +118,32 @@ class Stack:
     def capture_writes(self) -> contextlib.AbstractContextManager[list[str]]:
         """Collect every INSERT/UPDATE/DELETE the stack's engine sends while the block runs."""
         return capture_writes(self.db.engine)
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows of the event store, outbox, job runs and every entity table (``feature:name``)."""
+        tables = {
+            "events": self.tables.events,
+            "outbox": self.tables.outbox,
+            "job_runs": self.tables.job_runs,
+            **self.tables.entities,
+        }
+        with self.db.connect() as conn:
+            return {
+                name: conn.execute(select(func.count()).select_from(table)).scalar_one()
+                for name, table in tables.items()
+            }
+
+    @contextlib.contextmanager
+    def nothing_written(self) -> Iterator[None]:
+        """Fail unless the block sends no INSERT/UPDATE/DELETE and leaves every count as it was.
+
+        For denied calls: wrap the call (and its ``pytest.raises``) in this block.
+        """
+        before = self.row_counts()
+        with self.capture_writes() as statements:
+            yield
+        assert statements == [], f"writes were sent: {statements}"
+        assert self.row_counts() == before
 
     def drain(self, timeout: float = 10) -> Any:
         """Wait until every job and consumer has settled (see ``JobRuntime.drain``)."""

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from asanoha import AccessDeniedError, SessionUser
-from tests.integration.core.conftest import count_rows, writes_in
+from tests.integration.core.conftest import count_rows
 
 ADMIN = SessionUser.of("admin-1", "tenant-a", ["Admin"])
 GATE = "instructiongate:write"
@@ -23,7 +23,7 @@ def denied(core: Any, qn: str, payload: dict[str, Any]) -> tuple[AccessDeniedErr
     """Dispatch a call that must be denied; return the error and the writes it issued."""
     with core.capture_writes() as statements, pytest.raises(AccessDeniedError) as raised:
         core.service.dispatch_write(qn, payload, ADMIN)
-    return raised.value, writes_in(statements)
+    return raised.value, statements
 
 
 def test_mid_risk_create_with_flagged_field_is_denied_and_persists_nothing(core: Any) -> None:

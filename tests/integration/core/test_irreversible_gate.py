@@ -11,7 +11,7 @@ from sqlalchemy import event
 from asanoha import AccessDeniedError, SessionUser
 from asanoha.platform.service import EntityExecutor
 from asanoha.platform.store import read_events
-from tests.integration.core.conftest import count_rows, writes_in
+from tests.integration.core.conftest import count_rows
 
 ADMIN = SessionUser.of("admin-1", "tenant-a", ["Admin"])
 GATE = "instructiongate:write"
@@ -42,7 +42,7 @@ def test_mid_risk_irreversible_operation_is_denied(
     assert error.details["operation"] == operation
     assert error.details["handler"] == f"{GATE}:{handler}"
     assert error.details["resolved_risk"] == "mid"
-    assert writes_in(statements) == []
+    assert statements == []
     assert count_rows(core) == before
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from asanoha import AccessDeniedError, SessionUser
-from tests.integration.core.conftest import count_rows, writes_in
+from tests.integration.core.conftest import count_rows
 
 ANONYMOUS = SessionUser.anonymous("tenant-a")
 
@@ -20,7 +20,7 @@ def test_anonymous_write_of_personal_field_without_public_intake_is_denied(core:
         )
     assert raised.value.reason == "public_intake_required"
     assert raised.value.details["fields"] == ["email"]
-    assert writes_in(statements) == []
+    assert statements == []
     assert count_rows(core) == before
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import contextlib
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
 
 from asanoha.testing import Stack
 from asanoha.testing.plugin import StackFactory
@@ -22,27 +20,12 @@ def stack(asanoha_stack: StackFactory) -> Stack:
 
 def count_rows(stack: Stack) -> dict[str, int]:
     """Rows of the event store, the outbox, the job runs and every entity table."""
-    tables = {
-        "events": stack.tables.events,
-        "outbox": stack.tables.outbox,
-        "job_runs": stack.tables.job_runs,
-        **stack.tables.entities,
-    }
-    with stack.db.connect() as conn:
-        return {
-            name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-            for name, table in tables.items()
-        }
+    return stack.row_counts()
 
 
-@contextmanager
-def nothing_written(stack: Stack) -> Iterator[None]:
+def nothing_written(stack: Stack) -> contextlib.AbstractContextManager[None]:
     """Assert that the block issues no INSERT/UPDATE/DELETE and leaves every count as it was."""
-    before = count_rows(stack)
-    with stack.capture_writes() as statements:
-        yield
-    assert statements == [], f"writes were sent: {statements}"
-    assert count_rows(stack) == before
+    return stack.nothing_written()
 
 
 def assert_error(error: Any, status: int, code: str, reason: str) -> None:

@@ -57,7 +57,6 @@ def test_reliability_and_monitoring_defaults():
     assert conf.worker_prefetch_multiplier == 1
     assert conf.worker_send_task_events is True
     assert conf.task_send_sent_event is True
-    assert conf.task_always_eager is False
 
 
 def test_the_in_memory_broker_polls_quickly_and_redis_gets_the_visibility_timeout():
