@@ -11,6 +11,7 @@ from asanoha import (
     AccessDeniedError,
     NotFoundError,
     SessionUser,
+    UnprocessableError,
     ValidationError,
     VersionConflictError,
 )
@@ -104,3 +105,14 @@ def test_triggered_job_payload_and_headers_are_in_the_outbox_row(core: Any) -> N
     assert row["headers"]["triggered_by"] == "admin-1"
     assert row["headers"]["trigger_name"] == f"{W}:create-prompt-high"
     assert row["published_at"] is None
+
+
+def test_a_value_the_database_refuses_is_a_422_and_rolls_back(core: Any) -> None:
+    if core.db.dialect != "postgresql":
+        pytest.skip("SQLite stores NUL characters")
+    payload = {"prompt_id": str(uuid.uuid4()), "text": "nul \x00 inside"}
+    with pytest.raises(UnprocessableError) as raised:
+        core.service.dispatch_write(f"{W}:annotate-prompt", payload, ADMIN)
+    assert (raised.value.http_status, raised.value.code) == (422, "unprocessable")
+    assert raised.value.details["handler"] == f"{W}:annotate-prompt"
+    assert count_rows(core)["events"] == 0

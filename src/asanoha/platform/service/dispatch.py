@@ -12,12 +12,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pydantic
+from sqlalchemy.exc import DataError
 
 from asanoha.platform.errors import (
     AccessDeniedError,
     AsanohaError,
     NotFoundError,
     Reasons,
+    UnprocessableError,
     ValidationError,
 )
 from asanoha.platform.model import (
@@ -146,7 +148,15 @@ class Service:
         user: SessionUser,
         request: RequestContext,
     ) -> Any:
-        result = handler.func(model, WriteContext(self, request.conn, handler, user, request))
+        try:
+            result = handler.func(model, WriteContext(self, request.conn, handler, user, request))
+        except DataError as exc:
+            # The database refused a value the payload model let through (a NUL character,
+            # a number beyond a column's range): bad input, answered as such, not a crash.
+            detail = str(exc.orig).strip().splitlines()[0] if exc.orig else "value refused"
+            raise UnprocessableError(
+                Reasons.UNPROCESSABLE, handler=handler.qn, error=detail
+            ) from None
         triggered = self.registry.jobs_triggered_by(handler.qn)
         if triggered:
             payload = model.model_dump(mode="json")
