@@ -6,6 +6,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EMBEDDED_DATABASE_URL = "sqlite+pysqlite:///asanoha.sqlite3"
 EMBEDDED_BROKER_URL = "memory://"
+#: The placeholder secret; an HTTP app built with it logs a warning.
+PLACEHOLDER_JWT_SECRET = "change-me-in-production"
 
 
 class Settings(BaseSettings):
@@ -23,7 +25,7 @@ class Settings(BaseSettings):
     queue_prefix: str = "asanoha"
     #: Redis visibility timeout in seconds: no countdown or job timeout may exceed it.
     visibility_timeout: float = 3600.0
-    jwt_secret: str = "change-me-in-production"
+    jwt_secret: str = PLACEHOLDER_JWT_SECRET
     jwt_algorithm: str = "HS256"
     jwt_ttl_seconds: int = 3600
     max_body_bytes: int = 1024 * 1024

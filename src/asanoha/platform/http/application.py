@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -23,15 +24,21 @@ from asanoha.platform.http.wire import (
     internal_error_response,
     request_id_of,
 )
+from asanoha.platform.settings import PLACEHOLDER_JWT_SECRET
 
 if TYPE_CHECKING:
     from asanoha.app import App
 
 API_VERSION = "1"
+log = logging.getLogger("asanoha.http")
 
 
 def build_http_app(app: App) -> FastAPI:
     """Routes for every handler of ``app.registry``, batch, health and agent tools."""
+    if app.settings.jwt_secret == PLACEHOLDER_JWT_SECRET:
+        log.warning(
+            "ASANOHA_JWT_SECRET is not set: bearer tokens are signed with a public placeholder"
+        )
     features = ", ".join(feature.name for feature in app.registry.features)
     api = FastAPI(
         title="asanoha",
