@@ -72,3 +72,7 @@ def worker(
 def main() -> None:
     """Entry point of the ``asanoha`` script."""
     cli()
+
+
+if __name__ == "__main__":
+    main()
