@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from asanoha.platform.model import Feature, Registry
@@ -48,6 +48,18 @@ class App:
             # the Celery app on the first publish so nothing imports Celery before then.
             self.service.publisher = DeferredCeleryPublisher(self)
 
+    def readiness_checks(self) -> dict[str, Callable[[], str]]:
+        """What ``/health/ready`` asks: the database, and the broker when there are jobs.
+
+        Each check returns ``"ok"`` or the error text.
+        """
+        checks: dict[str, Callable[[], str]] = {"database": self.database.check}
+        if self.registry.jobs:
+            from asanoha.workers.readiness import check_broker
+
+            checks["broker"] = lambda: check_broker(self.celery)
+        return checks
+
     def create_schema(self) -> None:
         """Create every table of the registry that does not exist yet."""
         create_all(self.registry, self.database)
@@ -67,5 +79,12 @@ class App:
         return make_celery(self)
 
     def close(self) -> None:
-        """Release the database pool."""
+        """Release the database pool, and the broker connections and run-row writer of the
+        Celery app when it was built."""
+        celery = self.__dict__.get("celery")
+        if celery is not None:
+            from asanoha.workers.celery_app import close_worker_resources
+
+            close_worker_resources(celery)
+            celery.close()
         self.database.dispose()

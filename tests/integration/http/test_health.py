@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from asanoha import App
+from pathlib import Path
+from typing import Any
+
+from asanoha import App, Feature
 from asanoha.platform.settings import Settings
 from asanoha.testing import HttpError, Stack
 from asanoha.testing.http_client import TestClient
@@ -33,3 +36,39 @@ def test_not_ready_when_the_database_is_unreachable() -> None:
     error = HttpError.from_response(response)
     assert (error.code, error.reason) == ("unavailable", "dependency_unavailable")
     assert error.details["checks"]["database"].startswith("error:")
+
+
+def jobs_app(broker_url: str, tmp_path: Path) -> App:
+    feature = Feature("pinger")
+
+    @feature.job("ping", manual=True)
+    def ping(payload: dict[str, Any], ctx: Any) -> None: ...
+
+    settings = Settings(
+        database_url=f"sqlite+pysqlite:///{tmp_path / 'ready.sqlite3'}",
+        broker_url=broker_url,
+        queue_prefix=f"ready-{tmp_path.name}",
+    )
+    return App([feature], settings)
+
+
+def test_ready_checks_the_broker_when_there_are_jobs(tmp_path: Path) -> None:
+    app = jobs_app("redis://127.0.0.1:6379/0", tmp_path)
+    try:
+        response = TestClient(app.http).get("/health/ready")
+    finally:
+        app.close()
+    assert response.status_code == 200
+    assert response.json()["data"]["checks"] == {"database": "ok", "broker": "ok"}
+
+
+def test_not_ready_when_the_broker_is_unreachable(tmp_path: Path) -> None:
+    app = jobs_app("redis://127.0.0.1:1/0", tmp_path)
+    try:
+        response = TestClient(app.http).get("/health/ready")
+    finally:
+        app.close()
+    assert response.status_code == 503
+    error = HttpError.from_response(response)
+    assert error.details["checks"]["database"] == "ok"
+    assert error.details["checks"]["broker"].startswith("error:")

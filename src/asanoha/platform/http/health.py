@@ -1,31 +1,19 @@
-"""``GET /health`` (the process answers) and ``GET /health/ready`` (its database answers)."""
+"""``GET /health`` (the process answers) and ``GET /health/ready`` (its dependencies answer)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter
-from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from asanoha.platform.errors import ServiceUnavailableError
 from asanoha.platform.http.wire import error_response, success_response
-from asanoha.platform.store import Database
 
 if TYPE_CHECKING:
     from asanoha.app import App
-
-
-def check_database(database: Database) -> str:
-    """``"ok"`` when ``SELECT 1`` answers, else the error text."""
-    try:
-        with database.connect() as conn:
-            conn.execute(text("SELECT 1"))
-    except Exception as exc:
-        return f"error: {type(exc).__name__}: {exc}"
-    return "ok"
 
 
 def health_router(app: App) -> APIRouter:
@@ -36,9 +24,11 @@ def health_router(app: App) -> APIRouter:
     async def health() -> JSONResponse:
         return success_response({"status": "ok"})
 
-    @router.get("/health/ready", summary="The process can serve calls (its database answers)")
+    @router.get("/health/ready", summary="The process can serve calls (database and broker answer)")
     async def ready(request: Request) -> JSONResponse:
-        checks = {"database": await run_in_threadpool(check_database, app.database)}
+        checks = {
+            name: await run_in_threadpool(check) for name, check in app.readiness_checks().items()
+        }
         if any(result != "ok" for result in checks.values()):
             return error_response(request, ServiceUnavailableError(checks=checks))
         return success_response({"status": "ready", "checks": checks})

@@ -42,6 +42,15 @@ class Database:
         with self.engine.connect() as conn:
             yield conn
 
+    def check(self) -> str:
+        """``"ok"`` when the database answers ``SELECT 1``, else the error text."""
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except Exception as exc:
+            return f"error: {type(exc).__name__}: {exc}"
+        return "ok"
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
