@@ -7,6 +7,6 @@ python=${PYTHON:-python3}
 stamp=.venv/.asanoha-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,bench]'
+  .venv/bin/python -m pip install -q -e '.[dev]'
   touch "$stamp"
 fi
