@@ -198,3 +198,14 @@ saved_rows: list[dict[str, Any]] = []
 @gate.post_save("memo")
 def remember_saved_memo(row: dict[str, Any], executor: Any) -> None:
     saved_rows.append(row)
+
+
+class Search(BaseModel):
+    label: str
+
+
+@gate.query_handler("find-or-create", access=ADMIN)
+def find_or_create(payload: Search, ctx: Any) -> Any:
+    """A query that tries to write: query handlers get only read verbs."""
+    found = ctx.entity("prompt").list(filter={"label": payload.label})["rows"]
+    return found or ctx.entity("prompt").create({"label": payload.label})

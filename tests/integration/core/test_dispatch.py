@@ -116,3 +116,13 @@ def test_a_value_the_database_refuses_is_a_422_and_rolls_back(core: Any) -> None
     assert (raised.value.http_status, raised.value.code) == (422, "unprocessable")
     assert raised.value.details["handler"] == f"{W}:annotate-prompt"
     assert count_rows(core)["events"] == 0
+
+
+def test_query_handlers_get_read_verbs_only(core: Any) -> None:
+    with core.nothing_written(), pytest.raises(AttributeError, match="create"):
+        core.service.dispatch_query("instructiongate:query:find-or-create", {"label": "x"}, ADMIN)
+    core.service.dispatch_write(f"{W}:prompt:create", {"label": "x"}, ADMIN)
+    found = core.service.dispatch_query(
+        "instructiongate:query:find-or-create", {"label": "x"}, ADMIN
+    )
+    assert [row["label"] for row in found] == ["x"]

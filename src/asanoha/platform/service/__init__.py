@@ -7,12 +7,13 @@ from asanoha.platform.service.context import (
     current_request,
 )
 from asanoha.platform.service.dispatch import Service
-from asanoha.platform.service.executor import EntityExecutor
+from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
 
 __all__ = [
     "EntityExecutor",
+    "EntityReader",
     "EntryHandler",
     "OutboxMessage",
     "OutboxPublisher",

@@ -39,8 +39,12 @@ SORTABLE_BASE_COLUMNS = frozenset({"created_at", "modified_at", "id", "version"}
 FILTER_OPERATORS = frozenset({"eq", "ne", "lt", "lte", "gt", "gte", "in"})
 
 
-class EntityExecutor:
-    """Reads and writes one entity for one caller, inside the caller's connection."""
+class EntityReader:
+    """Reads one entity for one caller (tenant-scoped), inside the caller's connection.
+
+    What a query handler gets from ``ctx.entity(name)``: it runs outside a write
+    transaction, so it is offered no write verbs.
+    """
 
     def __init__(
         self,
@@ -58,87 +62,6 @@ class EntityExecutor:
         self._request = request
         self._handler_qn = handler_qn or entity_def.key
         self._table = service.tables.entity(entity_def.key)
-
-    # -- writes -----------------------------------------------------------------------------
-
-    def create(self, data: Mapping[str, Any]) -> Row:
-        """Create a row (a new stream). ``data`` may carry an ``id`` for the new stream."""
-        data = dict(data)
-        raw_id = data.pop("id", None)
-        stream_id = self._parse_id(raw_id) if raw_id is not None else uuid.uuid4()
-        entity = self.entity_def.entity
-        values = self._validate(entity.create_model(), data)
-        for name, declared in entity.fields.items():
-            if name not in values and declared.has_default:
-                default = declared.default
-                values[name] = default() if callable(default) else default
-        values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
-        self._check_write_gates("create", values)
-        event = self._append(str(stream_id), 0, "created", {"data": encode_values(values)})
-        return self._project(event)  # type: ignore[return-value]
-
-    def update(
-        self,
-        id: uuid.UUID | str,
-        changes: Mapping[str, Any],
-        version: int | None = None,
-        skip_optimistic_lock: bool = False,
-    ) -> Row:
-        """Apply ``changes``. ``version`` is the version the caller read (checked unless skipped)."""
-        if version is None and not skip_optimistic_lock:
-            raise invalid_field(
-                self._handler_qn,
-                "version",
-                "missing",
-                "pass the version you read, or skip_optimistic_lock=True",
-            )
-        model = self.entity_def.entity.changes_model()
-        values = self._validate(model, dict(changes))
-        row = self._load_live(id, for_update=skip_optimistic_lock)
-        if not skip_optimistic_lock and version != row["version"]:
-            raise VersionConflictError(
-                stream_id=str(row["id"]), expected_version=version, current_version=row["version"]
-            )
-        values = self._run_pre_save(values, row, is_new=False, model=model)
-        self._check_write_gates("update", values)
-        event = self._append(
-            str(row["id"]), row["version"], "updated", {"changes": encode_values(values)}
-        )
-        return self._project(event)  # type: ignore[return-value]
-
-    def delete(self, id: uuid.UUID | str) -> Row:
-        """Soft-delete the row, or hard-delete it when the entity has no soft delete."""
-        hard = not self.entity_def.entity.soft_delete
-        if hard:
-            gates.check_irreversible(self._request, self.entity_def, "delete")
-        row = self._load_live(id)
-        event = self._append(str(row["id"]), row["version"], "deleted", {"hard": hard})
-        projected = self._project(event)
-        return projected or {"id": row["id"], "version": event.version, "deleted": True}
-
-    def restore(self, id: uuid.UUID | str) -> Row:
-        """Undo a soft delete."""
-        if not self.entity_def.entity.soft_delete:
-            raise UnprocessableError(
-                error=f"{self.entity_def.key} has no soft delete to restore from"
-            )
-        row = self._load(id, include_deleted=True)
-        if not row["is_deleted"]:
-            raise ConflictError(
-                Reasons.ENTITY_NOT_DELETED, entity=self.entity_def.key, id=str(row["id"])
-            )
-        event = self._append(str(row["id"]), row["version"], "restored", {})
-        return self._project(event)  # type: ignore[return-value]
-
-    def forget(self, id: uuid.UUID | str) -> Row:
-        """Erase the row and the personal values in its stream's earlier events. Irreversible."""
-        gates.check_irreversible(self._request, self.entity_def, "forget")
-        row = self._load(id, include_deleted=True)
-        stream_id = str(row["id"])
-        self._scrub_personal_values(stream_id)
-        event = self._append(stream_id, row["version"], "forgotten", {})
-        self._project(event)
-        return {"id": row["id"], "version": event.version, "forgotten": True}
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -192,86 +115,6 @@ class EntityExecutor:
         ]
         next_cursor = self._encode_cursor(start + limit) if len(rows) > limit else None
         return {"rows": rows[:limit], "next_cursor": next_cursor}
-
-    # -- steps ------------------------------------------------------------------------------
-
-    def _validate(self, model: type[pydantic.BaseModel], data: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return model.model_validate(data).model_dump(exclude_unset=True)
-        except pydantic.ValidationError as error:
-            raise ValidationError(handler=self._handler_qn, fields=field_errors(error)) from None
-
-    def _run_pre_save(
-        self,
-        values: dict[str, Any],
-        previous: Row | None,
-        *,
-        is_new: bool,
-        model: type[pydantic.BaseModel],
-    ) -> dict[str, Any]:
-        hooks = self._service.registry.pre_save_hooks(self.entity_def.key)
-        for hook in hooks:
-            values = dict(hook(dict(values), previous, is_new))
-        # A hook may add or change fields: validate the result like caller input.
-        return self._validate(model, values) if hooks else values
-
-    def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
-        gates.check_public_intake(self._request, self.entity_def, values.keys())
-        gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
-
-    def _append(
-        self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]
-    ) -> StoredEvent:
-        event = append_event(
-            self._conn,
-            self._service.database.backend,
-            self._service.tables,
-            tenant_id=self._user.tenant_id,
-            stream_id=stream_id,
-            stream_type=self.entity_def.key,
-            expected_version=expected,
-            type=self.entity_def.event_qn(verb),
-            payload=payload,
-            metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
-            created_by=self._user.id,
-        )
-        if self._request is not None:
-            self._request.appended.append(event)
-        return event
-
-    def _project(self, event: StoredEvent) -> Row | None:
-        # No savepoint here (it costs two round trips on every write): a unique violation fails
-        # the transaction, which is what the caller's dispatch (or its ctx.write savepoint)
-        # rolls back anyway.
-        try:
-            row = apply_entity_event(self._conn, self._service.tables, self.entity_def, event)
-        except exc.IntegrityError as error:
-            raise ConflictError(
-                Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
-            ) from None
-        if row is not None:
-            for hook in self._service.registry.post_save_hooks(self.entity_def.key):
-                hook(row, self)
-        return row
-
-    def _scrub_personal_values(self, stream_id: str) -> None:
-        personal = self.entity_def.entity.personal_fields
-        if not personal:
-            return
-        events = self._service.tables.events
-        for stored in read_events(
-            self._conn, self._service.tables, stream_id=stream_id, tenant_id=self._user.tenant_id
-        ):
-            payload = dict(stored.payload)
-            for key in ("data", "changes"):
-                if isinstance(payload.get(key), dict):
-                    payload[key] = {
-                        k: (None if k in personal else v) for k, v in payload[key].items()
-                    }
-            if payload != stored.payload:
-                self._conn.execute(
-                    update(events).where(events.c.id == stored.id).values(payload=payload)
-                )
 
     # -- reading helpers --------------------------------------------------------------------
 
@@ -360,6 +203,171 @@ class EntityExecutor:
         raise invalid_field(
             self._handler_qn, "cursor", "invalid_cursor", "not a cursor this list returned"
         )
+
+
+class EntityExecutor(EntityReader):
+    """Reads and writes one entity for one caller: what a write handler gets."""
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def create(self, data: Mapping[str, Any]) -> Row:
+        """Create a row (a new stream). ``data`` may carry an ``id`` for the new stream."""
+        data = dict(data)
+        raw_id = data.pop("id", None)
+        stream_id = self._parse_id(raw_id) if raw_id is not None else uuid.uuid4()
+        entity = self.entity_def.entity
+        values = self._validate(entity.create_model(), data)
+        for name, declared in entity.fields.items():
+            if name not in values and declared.has_default:
+                default = declared.default
+                values[name] = default() if callable(default) else default
+        values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
+        self._check_write_gates("create", values)
+        event = self._append(str(stream_id), 0, "created", {"data": encode_values(values)})
+        return self._project(event)  # type: ignore[return-value]
+
+    def update(
+        self,
+        id: uuid.UUID | str,
+        changes: Mapping[str, Any],
+        version: int | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> Row:
+        """Apply ``changes``. ``version`` is the version the caller read (checked unless skipped)."""
+        if version is None and not skip_optimistic_lock:
+            raise invalid_field(
+                self._handler_qn,
+                "version",
+                "missing",
+                "pass the version you read, or skip_optimistic_lock=True",
+            )
+        model = self.entity_def.entity.changes_model()
+        values = self._validate(model, dict(changes))
+        row = self._load_live(id, for_update=skip_optimistic_lock)
+        if not skip_optimistic_lock and version != row["version"]:
+            raise VersionConflictError(
+                stream_id=str(row["id"]), expected_version=version, current_version=row["version"]
+            )
+        values = self._run_pre_save(values, row, is_new=False, model=model)
+        self._check_write_gates("update", values)
+        event = self._append(
+            str(row["id"]), row["version"], "updated", {"changes": encode_values(values)}
+        )
+        return self._project(event)  # type: ignore[return-value]
+
+    def delete(self, id: uuid.UUID | str) -> Row:
+        """Soft-delete the row, or hard-delete it when the entity has no soft delete."""
+        hard = not self.entity_def.entity.soft_delete
+        if hard:
+            gates.check_irreversible(self._request, self.entity_def, "delete")
+        row = self._load_live(id)
+        event = self._append(str(row["id"]), row["version"], "deleted", {"hard": hard})
+        projected = self._project(event)
+        return projected or {"id": row["id"], "version": event.version, "deleted": True}
+
+    def restore(self, id: uuid.UUID | str) -> Row:
+        """Undo a soft delete."""
+        if not self.entity_def.entity.soft_delete:
+            raise UnprocessableError(
+                error=f"{self.entity_def.key} has no soft delete to restore from"
+            )
+        row = self._load(id, include_deleted=True)
+        if not row["is_deleted"]:
+            raise ConflictError(
+                Reasons.ENTITY_NOT_DELETED, entity=self.entity_def.key, id=str(row["id"])
+            )
+        event = self._append(str(row["id"]), row["version"], "restored", {})
+        return self._project(event)  # type: ignore[return-value]
+
+    def forget(self, id: uuid.UUID | str) -> Row:
+        """Erase the row and the personal values in its stream's earlier events. Irreversible."""
+        gates.check_irreversible(self._request, self.entity_def, "forget")
+        row = self._load(id, include_deleted=True)
+        stream_id = str(row["id"])
+        self._scrub_personal_values(stream_id)
+        event = self._append(stream_id, row["version"], "forgotten", {})
+        self._project(event)
+        return {"id": row["id"], "version": event.version, "forgotten": True}
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _validate(self, model: type[pydantic.BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return model.model_validate(data).model_dump(exclude_unset=True)
+        except pydantic.ValidationError as error:
+            raise ValidationError(handler=self._handler_qn, fields=field_errors(error)) from None
+
+    def _run_pre_save(
+        self,
+        values: dict[str, Any],
+        previous: Row | None,
+        *,
+        is_new: bool,
+        model: type[pydantic.BaseModel],
+    ) -> dict[str, Any]:
+        hooks = self._service.registry.pre_save_hooks(self.entity_def.key)
+        for hook in hooks:
+            values = dict(hook(dict(values), previous, is_new))
+        # A hook may add or change fields: validate the result like caller input.
+        return self._validate(model, values) if hooks else values
+
+    def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
+        gates.check_public_intake(self._request, self.entity_def, values.keys())
+        gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
+
+    def _append(
+        self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]
+    ) -> StoredEvent:
+        event = append_event(
+            self._conn,
+            self._service.database.backend,
+            self._service.tables,
+            tenant_id=self._user.tenant_id,
+            stream_id=stream_id,
+            stream_type=self.entity_def.key,
+            expected_version=expected,
+            type=self.entity_def.event_qn(verb),
+            payload=payload,
+            metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
+            created_by=self._user.id,
+        )
+        if self._request is not None:
+            self._request.appended.append(event)
+        return event
+
+    def _project(self, event: StoredEvent) -> Row | None:
+        # No savepoint here (it costs two round trips on every write): a unique violation fails
+        # the transaction, which is what the caller's dispatch (or its ctx.write savepoint)
+        # rolls back anyway.
+        try:
+            row = apply_entity_event(self._conn, self._service.tables, self.entity_def, event)
+        except exc.IntegrityError as error:
+            raise ConflictError(
+                Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
+            ) from None
+        if row is not None:
+            for hook in self._service.registry.post_save_hooks(self.entity_def.key):
+                hook(row, self)
+        return row
+
+    def _scrub_personal_values(self, stream_id: str) -> None:
+        personal = self.entity_def.entity.personal_fields
+        if not personal:
+            return
+        events = self._service.tables.events
+        for stored in read_events(
+            self._conn, self._service.tables, stream_id=stream_id, tenant_id=self._user.tenant_id
+        ):
+            payload = dict(stored.payload)
+            for key in ("data", "changes"):
+                if isinstance(payload.get(key), dict):
+                    payload[key] = {
+                        k: (None if k in personal else v) for k, v in payload[key].items()
+                    }
+            if payload != stored.payload:
+                self._conn.execute(
+                    update(events).where(events.c.id == stored.id).values(payload=payload)
+                )
 
 
 def _compare(column: Any, op: str, value: Any) -> Any:

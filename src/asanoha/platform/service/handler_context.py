@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 
 from asanoha.platform.model import EntityDef, EventDef, HandlerDef, SessionUser
 from asanoha.platform.service.context import RequestContext
-from asanoha.platform.service.executor import EntityExecutor
+from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
@@ -40,9 +40,9 @@ class QueryContext:
         """The caller's tenant (from the session, never from the payload)."""
         return self.user.tenant_id
 
-    def entity(self, name: str) -> EntityExecutor:
-        """The executor of entity ``name`` (of this feature) or ``feature:name``."""
-        return EntityExecutor(
+    def entity(self, name: str) -> EntityReader:
+        """Reads of entity ``name`` (of this feature) or ``feature:name``: detail, get, list."""
+        return EntityReader(
             self.service,
             self.connection,
             self._entity_def(name),
@@ -69,6 +69,17 @@ class WriteContext(QueryContext):
     """A write handler's context: entity writes, nested writes, domain events, job enqueues."""
 
     request: RequestContext
+
+    def entity(self, name: str) -> EntityExecutor:
+        """The executor of entity ``name`` (of this feature) or ``feature:name``."""
+        return EntityExecutor(
+            self.service,
+            self.connection,
+            self._entity_def(name),
+            self.user,
+            self.request,
+            self.handler.qn,
+        )
 
     def write(self, qn: str, payload: Any) -> Any:
         """Run another write handler as the same caller, in this transaction (a savepoint).
