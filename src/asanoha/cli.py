@@ -59,10 +59,11 @@ def worker(
     ] = DEMO_APP,
     concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 2,
 ) -> None:
-    """Run a Celery worker consuming every lane queue of the application."""
+    """Run a Celery worker consuming every lane queue (creates missing tables first)."""
     from asanoha.workers.lanes import lane_queues
 
     loaded = load_app(app)
+    loaded.create_schema()
     queues = ",".join(lane_queues(loaded.settings))
     loaded.celery.worker_main(
         ["worker", f"--concurrency={concurrency}", f"--queues={queues}", "--loglevel=INFO"]
