@@ -24,14 +24,19 @@ def test_ready_when_the_database_answers(stack: Stack) -> None:
     assert response.json()["data"] == {"status": "ready", "checks": {"database": "ok"}}
 
 
+def ready_response(app: App) -> Any:
+    """``GET /health/ready`` of ``app``, which is closed afterwards."""
+    try:
+        return TestClient(app.http).get("/health/ready")
+    finally:
+        app.close()
+
+
 def test_not_ready_when_the_database_is_unreachable() -> None:
     # Port 1 on the loopback refuses connections at once.
     settings = Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/none")
     app = App([catalog], settings)
-    try:
-        response = TestClient(app.http).get("/health/ready")
-    finally:
-        app.close()
+    response = ready_response(app)
     assert response.status_code == 503
     error = HttpError.from_response(response)
     assert (error.code, error.reason) == ("unavailable", "dependency_unavailable")
@@ -54,20 +59,14 @@ def jobs_app(broker_url: str, tmp_path: Path) -> App:
 
 def test_ready_checks_the_broker_when_there_are_jobs(tmp_path: Path) -> None:
     app = jobs_app("redis://127.0.0.1:6379/0", tmp_path)
-    try:
-        response = TestClient(app.http).get("/health/ready")
-    finally:
-        app.close()
+    response = ready_response(app)
     assert response.status_code == 200
     assert response.json()["data"]["checks"] == {"database": "ok", "broker": "ok"}
 
 
 def test_not_ready_when_the_broker_is_unreachable(tmp_path: Path) -> None:
     app = jobs_app("redis://127.0.0.1:1/0", tmp_path)
-    try:
-        response = TestClient(app.http).get("/health/ready")
-    finally:
-        app.close()
+    response = ready_response(app)
     assert response.status_code == 503
     error = HttpError.from_response(response)
     assert error.details["checks"]["database"] == "ok"
