@@ -1,0 +1,24 @@
+"""``asanoha worker``: a Celery worker for the application's lanes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from asanoha.cli.app_loading import AppOption, load_app
+
+
+def worker(
+    app: AppOption,
+    concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 2,
+) -> None:
+    """Run a Celery worker consuming every lane queue (creates missing tables first)."""
+    from asanoha.workers.lanes import lane_queues
+
+    loaded = load_app(app)
+    loaded.create_schema()
+    queues = ",".join(lane_queues(loaded.settings))
+    loaded.celery.worker_main(
+        ["worker", f"--concurrency={concurrency}", f"--queues={queues}", "--loglevel=INFO"]
+    )
