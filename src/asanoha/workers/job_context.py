@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asanoha.platform.model import JobDef, SessionUser
-from asanoha.platform.service import RequestMeta, Service
+from asanoha.platform.service import RequestMeta, Service, WriteOrigin
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class JobMeta:
     trigger_event: str | None = None
     request_id: str | None = None
     correlation_id: str | None = None
+    #: The write chain the job acts for: its limits (public intake) hold in the job too.
+    origin: WriteOrigin = field(default_factory=WriteOrigin)
 
     @classmethod
     def from_message(cls, meta: Mapping[str, Any], default_tenant: str) -> JobMeta:
@@ -33,6 +35,7 @@ class JobMeta:
             trigger_event=meta.get("trigger_event"),
             request_id=meta.get("request_id"),
             correlation_id=meta.get("correlation_id"),
+            origin=WriteOrigin.from_header(meta.get("origin")),
         )
 
 
@@ -99,7 +102,9 @@ class JobContext:
 
     def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Run the write handler ``qn`` as ``user``."""
-        return self._service.dispatch_write(qn, payload, user, meta=self._request_meta())
+        return self._service.dispatch_write(
+            qn, payload, user, meta=self._request_meta(), origin=self.meta.origin
+        )
 
     def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Run the query handler ``qn`` as ``user``."""
@@ -108,7 +113,7 @@ class JobContext:
     def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
         """Enqueue the job ``job_qn`` (through the outbox) as the tenant's system user."""
         return self._service.enqueue_job(
-            job_qn, payload, self.system_user, trigger_name=self.job.qn
+            job_qn, payload, self.system_user, trigger_name=self.job.qn, origin=self.meta.origin
         )
 
     def _request_meta(self) -> RequestMeta:

@@ -11,17 +11,20 @@ class RecordingService:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.origins: list[Any] = []
 
-    def dispatch_write(self, qn, payload, user, *, meta=None):
+    def dispatch_write(self, qn, payload, user, *, meta=None, origin=None):
         self.calls.append(("write", qn, payload, user, meta))
+        self.origins.append(origin)
         return {"ok": True}
 
     def dispatch_query(self, qn, payload, user, *, meta=None):
         self.calls.append(("query", qn, payload, user, meta))
         return []
 
-    def enqueue_job(self, job_qn, payload, user, *, trigger_name="manual"):
+    def enqueue_job(self, job_qn, payload, user, *, trigger_name="manual", origin=None):
         self.calls.append(("enqueue", job_qn, payload, user, trigger_name))
+        self.origins.append(origin)
         return "id"
 
 

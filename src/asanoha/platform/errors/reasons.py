@@ -19,6 +19,9 @@ class Reasons(StrEnum):
     INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK = "instruction_field_write_requires_high_risk"
     IRREVERSIBLE_OPERATION_REQUIRES_HIGH_RISK = "irreversible_operation_requires_high_risk"
     PUBLIC_INTAKE_REQUIRED = "public_intake_required"
+    WRITE_IN_QUERY_DENIED = "write_in_query_denied"
+    IDENTITY_SWITCH_DENIED = "identity_switch_denied"
+    SYSTEM_IDENTITY_SWITCH_DENIED = "system_identity_switch_denied"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"

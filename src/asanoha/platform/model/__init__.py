@@ -15,9 +15,10 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.names import make_qn, parse_qn, to_kebab
 from asanoha.platform.model.registry import Registry
-from asanoha.platform.model.users import SessionUser
+from asanoha.platform.model.users import SYSTEM_ROLE, SessionUser
 
 __all__ = [
+    "SYSTEM_ROLE",
     "Access",
     "Agent",
     "AgentExposure",

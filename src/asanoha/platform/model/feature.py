@@ -128,9 +128,26 @@ class Feature:
         agent: Agent | None = None,
         description: str | None = None,
         schema: type[BaseModel] | None = None,
+        identity_switch: str | None = None,
+        system_identity: str | None = None,
     ) -> Callable[[F], F]:
-        """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``."""
-        return self._handler("write", name, access, agent, description, schema)
+        """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
+
+        ``ctx.write_as`` may act only as the caller's tenant with a subset of the caller's
+        roles; ``identity_switch="<reason>"`` lifts that, ``system_identity="<reason>"`` lets
+        it act as the tenant's system user.
+        """
+        qn = make_qn(self.name, "write", name)
+        return self._handler(
+            "write",
+            name,
+            access,
+            agent,
+            description,
+            schema,
+            identity_switch=_reason_or_none(identity_switch, qn, "identity_switch"),
+            system_identity=_reason_or_none(system_identity, qn, "system_identity"),
+        )
 
     def query_handler(
         self,
@@ -152,6 +169,9 @@ class Feature:
         agent: Agent | None,
         description: str | None,
         schema: type[BaseModel] | None,
+        *,
+        identity_switch: str | None = None,
+        system_identity: str | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         checked = check_access(access, qn)
@@ -167,6 +187,8 @@ class Feature:
                     access=checked,
                     agent=agent,
                     description=description or _first_line(func.__doc__),
+                    identity_switch=identity_switch,
+                    system_identity=system_identity,
                 )
             )
             return func
@@ -268,3 +290,11 @@ class Feature:
 
 def _first_line(doc: str | None) -> str | None:
     return doc.strip().splitlines()[0] if doc and doc.strip() else None
+
+
+def _reason_or_none(reason: str | None, qn: str, option: str) -> str | None:
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        raise DefinitionError(f"{qn}: {option}= needs a non-blank reason (why it may switch)")
+    return reason

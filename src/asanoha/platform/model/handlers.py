@@ -66,6 +66,11 @@ class HandlerDef:
     agent: Agent | None = None
     description: str | None = None
     crud: CrudBinding | None = None
+    #: Why ``ctx.write_as`` may act as any user (another tenant, other roles); ``None``: only
+    #: as the caller's tenant with a subset of the caller's roles.
+    identity_switch: str | None = None
+    #: Why ``ctx.write_as`` may act as the tenant's system user.
+    system_identity: str | None = None
 
 
 @dataclass(frozen=True)

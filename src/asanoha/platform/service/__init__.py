@@ -1,15 +1,10 @@
 """The service layer: dispatch, the entity executor, the gates and the outbox."""
 
-from asanoha.platform.service.context import (
-    EntryHandler,
-    RequestContext,
-    RequestMeta,
-    current_request,
-)
 from asanoha.platform.service.dispatch import Service
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
+from asanoha.platform.service.request import EntryHandler, Request, RequestMeta, WriteOrigin
 
 __all__ = [
     "EntityExecutor",
@@ -18,9 +13,9 @@ __all__ = [
     "OutboxMessage",
     "OutboxPublisher",
     "QueryContext",
-    "RequestContext",
+    "Request",
     "RequestMeta",
     "Service",
     "WriteContext",
-    "current_request",
+    "WriteOrigin",
 ]

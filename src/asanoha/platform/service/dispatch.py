@@ -1,17 +1,21 @@
 """``Service``: the single entry of every write and query (HTTP, jobs, consumers, agent tools).
 
-A write goes: resolve the handler, check access, validate the payload, enter the request
-context (the outermost dispatch sets the entry handler), run the handler in one transaction
-(nested writes in savepoints), write the outbox rows of triggered jobs, commit, publish.
+A top-level write reads as named steps over one ``Request``: admit (resolve, access,
+validate) -> open the request (entry handler, origin) -> run the handler (the executor records
+events and projects rows) -> enqueue triggered jobs -> commit -> publish. Nested writes get the
+parent request explicitly and run in a savepoint of its transaction.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pydantic
+from sqlalchemy import Connection
 from sqlalchemy.exc import DataError
 
 from asanoha.platform.errors import (
@@ -23,23 +27,25 @@ from asanoha.platform.errors import (
     ValidationError,
 )
 from asanoha.platform.model import (
+    EntityDef,
     EventDef,
     HandlerDef,
     Registry,
     SessionUser,
     resolve_agent_exposure,
+    to_kebab,
 )
-from asanoha.platform.service import outbox
-from asanoha.platform.service.context import (
-    EntryHandler,
-    RequestContext,
-    RequestMeta,
-    current_request,
-    enter_request,
-    leave_request,
-)
+from asanoha.platform.service import gates, outbox
+from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
+from asanoha.platform.service.request import (
+    EntryHandler,
+    Request,
+    RequestKind,
+    RequestMeta,
+    WriteOrigin,
+)
 from asanoha.platform.service.validation import field_errors, invalid_field, validate_payload
 from asanoha.platform.store import (
     Database,
@@ -51,18 +57,24 @@ from asanoha.platform.store import (
 )
 
 CommitListener = Callable[[Sequence[StoredEvent]], None]
+log = logging.getLogger("asanoha.service")
 
 
 class Service:
     """The service layer of one application."""
 
     def __init__(
-        self, registry: Registry, database: Database, tables: Tables | None = None
+        self,
+        registry: Registry,
+        database: Database,
+        tables: Tables | None = None,
+        *,
+        publisher: OutboxPublisher | None = None,
     ) -> None:
         self.registry = registry
         self.database = database
         self.tables = tables or build_tables(registry)
-        self.publisher: OutboxPublisher | None = None
+        self.publisher = publisher
         #: Seconds an unpublished outbox row is left to its writer before the relay takes it.
         self.relay_grace: float = 5.0
         self._commit_listeners: list[CommitListener] = []
@@ -70,21 +82,29 @@ class Service:
     # -- writes -----------------------------------------------------------------------------
 
     def dispatch_write(
-        self, qn: str, payload: Any, user: SessionUser, *, meta: RequestMeta | None = None
+        self,
+        qn: str,
+        payload: Any,
+        user: SessionUser,
+        *,
+        parent: Request | None = None,
+        meta: RequestMeta | None = None,
+        origin: WriteOrigin | None = None,
     ) -> Any:
-        """Run the write handler ``qn`` for ``user`` and return its data."""
+        """Run the write handler ``qn`` for ``user`` and return its data.
+
+        Without ``parent`` it is a top-level write in its own transaction, and the handler is
+        the entry handler; ``origin`` (jobs, consumers) is the write that triggered the caller.
+        With ``parent`` it runs in a savepoint of the parent's transaction and keeps the
+        parent's entry handler and origin.
+        """
         handler, model = self._admit(qn, "write", payload, user)
-        request = current_request()
-        if request is not None:
-            return self._run_nested(handler, model, user, request)
+        if parent is not None:
+            return self._run_nested(parent, handler, model, user)
         with self.database.begin() as conn:
-            request = self._new_request(conn, handler, user, meta)
-            token = enter_request(request)
-            try:
-                result = self._run(handler, model, user, request)
-            finally:
-                leave_request(token)
-        self._after_commit(request)
+            request = self._open(conn, "write", handler, user, meta, origin)
+            result = self._run_write(request, handler, model, user)
+        self.after_commit(request)
         return result
 
     def dispatch_batch(
@@ -98,42 +118,79 @@ class Service:
 
         The first failure rolls back every item and is raised with ``details["index"]``.
         """
-        if current_request() is not None:
-            raise RuntimeError("dispatch_batch cannot run inside another write")
         results: list[Any] = []
+        root: Request | None = None
         with self.database.begin() as conn:
-            request: RequestContext | None = None
             for index, (qn, payload) in enumerate(items):
                 try:
                     handler, model = self._admit(qn, "write", payload, user)
-                    if request is None:
-                        request = self._new_request(conn, handler, user, meta)
+                    if root is None:
+                        root = self._open(conn, "write", handler, user, meta, None)
+                        request = root
                     else:
-                        request.root_access = handler.access
-                        request.entry = self._entry_of(handler)
-                    token = enter_request(request)
-                    try:
-                        results.append(self._run(handler, model, user, request))
-                    finally:
-                        leave_request(token)
+                        request = root.with_entry(
+                            self._entry_of(handler),
+                            WriteOrigin.of_call(handler.qn, user, handler.access),
+                        )
+                    results.append(self._run_write(request, handler, model, user))
                 except AsanohaError as error:
                     error.details["index"] = index
                     raise
-        if request is not None:
-            self._after_commit(request)
+        if root is not None:
+            self.after_commit(root)
         return results
 
-    def _run_nested(
+    @contextmanager
+    def unit_of_work(
         self,
-        handler: HandlerDef,
-        model: pydantic.BaseModel,
         user: SessionUser,
-        request: RequestContext,
+        *,
+        origin: WriteOrigin | None = None,
+        meta: RequestMeta | None = None,
+        conn: Connection | None = None,
+    ) -> Iterator[Request]:
+        """A write request without an entry handler: the unit of work of a job or consumer.
+
+        On its own transaction it commits and publishes when the block exits; on ``conn`` (the
+        caller's open transaction) the caller commits and then calls ``after_commit``.
+        """
+        if conn is not None:
+            yield Request(conn, user, "write", None, origin or WriteOrigin(), meta or RequestMeta())
+            return
+        with self.database.begin() as own:
+            request = Request(
+                own, user, "write", None, origin or WriteOrigin(), meta or RequestMeta()
+            )
+            yield request
+        self.after_commit(request)
+
+    def after_commit(self, request: Request) -> None:
+        """Publish the request's outbox rows and tell the commit listeners. Never raises: the
+        write has committed, so its caller gets its result; what fails is left to the relay."""
+        if request.outbox:
+            try:
+                outbox.publish_messages(self.database, self.tables, self.publisher, request.outbox)
+            except Exception:
+                log.warning(
+                    "publishing after commit failed; the relay sends the jobs", exc_info=True
+                )
+        if request.appended:
+            for listener in self._commit_listeners:
+                try:
+                    listener(request.appended)
+                except Exception:
+                    log.warning("commit listener %r failed", listener, exc_info=True)
+
+    def _run_nested(
+        self, parent: Request, handler: HandlerDef, model: pydantic.BaseModel, user: SessionUser
     ) -> Any:
+        gates.check_write_allowed(parent, handler)
+        # A job's or consumer's unit of work has no entry handler: what it dispatches is.
+        request = parent if parent.entry is not None else parent.with_entry(self._entry_of(handler))
         mark = request.mark()
         savepoint = request.conn.begin_nested()
         try:
-            result = self._run(handler, model, user, request)
+            result = self._run_write(request, handler, model, user)
         except BaseException:
             savepoint.rollback()
             request.undo_to(mark)
@@ -141,15 +198,11 @@ class Service:
         savepoint.commit()
         return result
 
-    def _run(
-        self,
-        handler: HandlerDef,
-        model: pydantic.BaseModel,
-        user: SessionUser,
-        request: RequestContext,
+    def _run_write(
+        self, request: Request, handler: HandlerDef, model: pydantic.BaseModel, user: SessionUser
     ) -> Any:
         try:
-            result = handler.func(model, WriteContext(self, request.conn, handler, user, request))
+            result = handler.func(model, WriteContext(self, request, handler, user))
         except DataError as exc:
             # The database refused a value the payload model let through (a NUL character,
             # a number beyond a column's range): bad input, answered as such, not a crash.
@@ -157,42 +210,72 @@ class Service:
             raise UnprocessableError(
                 Reasons.UNPROCESSABLE, handler=handler.qn, error=detail
             ) from None
-        triggered = self.registry.jobs_triggered_by(handler.qn)
-        if triggered:
-            payload = model.model_dump(mode="json")
-            messages = [
-                self._message(job.qn, payload, user, request, handler.qn) for job in triggered
-            ]
-            outbox.write_outbox(request.conn, self.tables, messages)
-            request.outbox.extend(messages)
+        self._enqueue_triggered(request, handler, model, user)
         return result
 
-    def _after_commit(self, request: RequestContext) -> None:
-        if request.outbox:
-            outbox.publish_messages(self.database, self.tables, self.publisher, request.outbox)
-        if request.appended:
-            for listener in self._commit_listeners:
-                listener(request.appended)
+    def _enqueue_triggered(
+        self, request: Request, handler: HandlerDef, model: pydantic.BaseModel, user: SessionUser
+    ) -> None:
+        triggered = self.registry.jobs_triggered_by(handler.qn)
+        if not triggered:
+            return
+        payload = model.model_dump(mode="json")
+        messages = [self._message(job.qn, payload, user, request, handler.qn) for job in triggered]
+        outbox.write_outbox(request.conn, self.tables, messages)
+        request.outbox.extend(messages)
 
     # -- queries ----------------------------------------------------------------------------
 
     def dispatch_query(
-        self, qn: str, payload: Any, user: SessionUser, *, meta: RequestMeta | None = None
+        self,
+        qn: str,
+        payload: Any,
+        user: SessionUser,
+        *,
+        parent: Request | None = None,
+        meta: RequestMeta | None = None,
     ) -> Any:
-        """Run the query handler ``qn`` for ``user`` and return its data."""
-        handler, model = self._admit(qn, "query", payload, user)
-        request = current_request()
-        if request is not None:
-            # Inside a write: read through its transaction, so its own changes are visible.
-            return handler.func(model, QueryContext(self, request.conn, handler, user, request))
-        with self.database.connect() as conn:
-            return handler.func(model, QueryContext(self, conn, handler, user))
+        """Run the query handler ``qn`` for ``user`` and return its data.
 
-    # -- events and jobs --------------------------------------------------------------------
+        Without ``parent`` it reads in its own read-only transaction and is the entry handler;
+        with ``parent`` it reads through the parent's transaction (its own writes included).
+        """
+        handler, model = self._admit(qn, "query", payload, user)
+        if parent is not None:
+            return handler.func(model, QueryContext(self, parent, handler, user))
+        with self.database.read_only() as conn:
+            request = self._open(conn, "query", handler, user, meta, None)
+            return handler.func(model, QueryContext(self, request, handler, user))
+
+    # -- entities, events and jobs ----------------------------------------------------------
+
+    def entity_def(self, name: str, *, feature: str, caller: str) -> EntityDef:
+        """Entity ``name`` of ``feature``, or ``other-feature:name``; ``caller`` names who asked."""
+        key = name if ":" in name else f"{feature}:{to_kebab(name)}"
+        entity_def = self.registry.find_entity(key)
+        if entity_def is None:
+            raise LookupError(f"{caller}: no entity {name!r} is registered (looked for {key!r})")
+        return entity_def
+
+    def reader(
+        self, request: Request, name: str, user: SessionUser, *, feature: str, caller: str
+    ) -> EntityReader:
+        """Reads of entity ``name`` for ``user`` inside ``request``."""
+        entity_def = self.entity_def(name, feature=feature, caller=caller)
+        return EntityReader(self, request.conn, entity_def, user, request, caller)
+
+    def executor(
+        self, request: Request, name: str, user: SessionUser, *, feature: str, caller: str
+    ) -> EntityExecutor:
+        """The entity executor of ``name`` for ``user`` inside the write ``request``."""
+        if request.kind != "write":
+            raise AccessDeniedError(Reasons.WRITE_IN_QUERY_DENIED, handler=caller, query=caller)
+        entity_def = self.entity_def(name, feature=feature, caller=caller)
+        return EntityExecutor(self, request.conn, entity_def, user, request, caller)
 
     def append_domain_event(
         self,
-        request: RequestContext,
+        request: Request,
         user: SessionUser,
         handler: HandlerDef,
         event: EventDef | str,
@@ -239,25 +322,27 @@ class Service:
         payload: dict[str, Any],
         user: SessionUser,
         *,
+        parent: Request | None = None,
         trigger_name: str = "manual",
+        origin: WriteOrigin | None = None,
     ) -> uuid.UUID:
-        """Enqueue ``job_qn`` through the outbox: inside the running write, else on its own."""
+        """Enqueue ``job_qn`` through the outbox: inside ``parent``'s transaction (published
+        when it commits), else on its own. ``origin`` is the chain the caller acts for."""
         if self.registry.job(job_qn) is None:
             raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
         try:
             body = pydantic.TypeAdapter(dict[str, pydantic.JsonValue]).validate_python(payload)
         except pydantic.ValidationError as error:
             raise ValidationError(handler=job_qn, fields=field_errors(error)) from None
-        request = current_request()
-        if request is not None:
+        if parent is not None:
+            message = self._message(job_qn, body, user, parent, trigger_name)
+            outbox.write_outbox(parent.conn, self.tables, [message])
+            parent.outbox.append(message)
+            return message.id
+        with self.unit_of_work(user, origin=origin) as request:
             message = self._message(job_qn, body, user, request, trigger_name)
             outbox.write_outbox(request.conn, self.tables, [message])
             request.outbox.append(message)
-            return message.id
-        message = self._message(job_qn, body, user, None, trigger_name)
-        with self.database.begin() as conn:
-            outbox.write_outbox(conn, self.tables, [message])
-        outbox.publish_messages(self.database, self.tables, self.publisher, [message])
         return message.id
 
     def relay_outbox(self, limit: int = 100, *, grace: float | None = None) -> int:
@@ -284,7 +369,7 @@ class Service:
     # -- pieces -----------------------------------------------------------------------------
 
     def event_metadata(
-        self, request: RequestContext | None, user: SessionUser, handler_qn: str
+        self, request: Request | None, user: SessionUser, handler_qn: str
     ) -> dict[str, Any]:
         """What an event records about who wrote it, through which handler, for which request."""
         meta = request.meta if request else RequestMeta()
@@ -293,6 +378,7 @@ class Service:
             "tenant_id": user.tenant_id,
             "handler": handler_qn,
             "entry_handler": request.entry.qn if request and request.entry else None,
+            "origin": request.origin.to_header() if request else None,
             "request_id": meta.request_id or (request.request_id if request else None),
             "correlation_id": meta.correlation_id,
             "causation_id": meta.causation_id,
@@ -314,15 +400,23 @@ class Service:
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:
         return EntryHandler(handler.qn, resolve_agent_exposure(handler).risk)
 
-    def _new_request(
-        self, conn: Any, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None
-    ) -> RequestContext:
+    def _open(
+        self,
+        conn: Connection,
+        kind: RequestKind,
+        handler: HandlerDef,
+        user: SessionUser,
+        meta: RequestMeta | None,
+        origin: WriteOrigin | None,
+    ) -> Request:
+        """The request of a top-level dispatch: ``handler`` is its entry handler."""
         meta = meta or RequestMeta()
-        request = RequestContext(
+        request = Request(
             conn=conn,
-            root_user=user,
-            root_access=handler.access,
+            user=user,
+            kind=kind,
             entry=self._entry_of(handler),
+            origin=origin or WriteOrigin.of_call(handler.qn, user, handler.access),
             meta=meta,
         )
         if meta.request_id:
@@ -334,10 +428,9 @@ class Service:
         job_qn: str,
         payload: dict[str, Any],
         user: SessionUser,
-        request: RequestContext | None,
+        request: Request,
         trigger_name: str,
     ) -> OutboxMessage:
-        meta = request.meta if request else RequestMeta()
         return OutboxMessage(
             id=uuid.uuid4(),
             job_qn=job_qn,
@@ -346,7 +439,8 @@ class Service:
                 "tenant_id": user.tenant_id,
                 "triggered_by": user.id,
                 "trigger_name": trigger_name,
-                "request_id": request.request_id if request else meta.request_id,
-                "correlation_id": meta.correlation_id,
+                "origin": request.origin.to_header(),
+                "request_id": request.request_id,
+                "correlation_id": request.meta.correlation_id,
             },
         )

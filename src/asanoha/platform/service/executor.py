@@ -27,7 +27,7 @@ from asanoha.platform.errors import (
 )
 from asanoha.platform.model import EntityDef, SessionUser
 from asanoha.platform.service import gates
-from asanoha.platform.service.context import RequestContext
+from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, read_events
 from asanoha.platform.store.projections import Row, encode_values
@@ -52,7 +52,7 @@ class EntityReader:
         conn: Connection,
         entity_def: EntityDef,
         user: SessionUser,
-        request: RequestContext | None,
+        request: Request | None,
         handler_qn: str | None,
     ) -> None:
         self._service = service

@@ -1,4 +1,8 @@
-"""What a handler receives as ``ctx``: ``WriteContext`` for writes, ``QueryContext`` for queries."""
+"""What a handler receives as ``ctx``: ``WriteContext`` for writes, ``QueryContext`` for queries.
+
+A context carries the handler's ``Request`` and hands it on explicitly to every call it makes,
+so a nested write keeps the entry handler and origin even when it runs on another thread.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,10 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
-from asanoha.platform.model import EntityDef, EventDef, HandlerDef, SessionUser
-from asanoha.platform.service.context import RequestContext
+from asanoha.platform.model import EventDef, HandlerDef, SessionUser
+from asanoha.platform.service import gates
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
+from asanoha.platform.service.request import Request
 from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
@@ -21,19 +24,18 @@ class QueryContext:
     """Read access for a query handler: entities of the caller's tenant, other queries."""
 
     def __init__(
-        self,
-        service: Service,
-        conn: Connection,
-        handler: HandlerDef,
-        user: SessionUser,
-        request: RequestContext | None = None,
+        self, service: Service, request: Request, handler: HandlerDef, user: SessionUser
     ) -> None:
-        self.service = service
-        self.connection = conn
+        self._service = service
+        self._request = request
         self.handler = handler
         self.user = user
-        self.request = request
         self.log = logging.getLogger(f"asanoha.handler.{handler.qn}")
+
+    @property
+    def request(self) -> Request:
+        """The request this handler runs in (entry handler, origin, ids)."""
+        return self._request
 
     @property
     def tenant_id(self) -> str:
@@ -42,43 +44,22 @@ class QueryContext:
 
     def entity(self, name: str) -> EntityReader:
         """Reads of entity ``name`` (of this feature) or ``feature:name``: detail, get, list."""
-        return EntityReader(
-            self.service,
-            self.connection,
-            self._entity_def(name),
-            self.user,
-            self.request,
-            self.handler.qn,
+        return self._service.reader(
+            self._request, name, self.user, feature=self.handler.feature, caller=self.handler.qn
         )
 
     def query(self, qn: str, payload: Any) -> Any:
-        """Run another query as the same caller."""
-        return self.service.dispatch_query(qn, payload, self.user)
-
-    def _entity_def(self, name: str) -> EntityDef:
-        key = name if ":" in name else f"{self.handler.feature}:{name.replace('_', '-')}"
-        entity_def = self.service.registry.find_entity(key)
-        if entity_def is None:
-            raise LookupError(
-                f"{self.handler.qn}: no entity {name!r} is registered (looked for {key!r})"
-            )
-        return entity_def
+        """Run another query as the same caller, in this request."""
+        return self._service.dispatch_query(qn, payload, self.user, parent=self._request)
 
 
 class WriteContext(QueryContext):
     """A write handler's context: entity writes, nested writes, domain events, job enqueues."""
 
-    request: RequestContext
-
     def entity(self, name: str) -> EntityExecutor:
         """The executor of entity ``name`` (of this feature) or ``feature:name``."""
-        return EntityExecutor(
-            self.service,
-            self.connection,
-            self._entity_def(name),
-            self.user,
-            self.request,
-            self.handler.qn,
+        return self._service.executor(
+            self._request, name, self.user, feature=self.handler.feature, caller=self.handler.qn
         )
 
     def write(self, qn: str, payload: Any) -> Any:
@@ -87,11 +68,13 @@ class WriteContext(QueryContext):
         The entry handler stays the one the caller invoked, so a low-risk handler cannot reach
         a gated operation by delegating to a high-risk one.
         """
-        return self.service.dispatch_write(qn, payload, self.user)
+        return self._service.dispatch_write(qn, payload, self.user, parent=self._request)
 
     def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
-        """Like ``write``, as another user."""
-        return self.service.dispatch_write(qn, payload, user)
+        """Like ``write``, as ``user``: the caller's tenant with a subset of the caller's roles,
+        unless this handler declares ``identity_switch`` (or ``system_identity``)."""
+        gates.check_identity_switch(self.handler, self.user, user)
+        return self._service.dispatch_write(qn, payload, user, parent=self._request)
 
     def append_event(
         self,
@@ -103,8 +86,8 @@ class WriteContext(QueryContext):
         expected_version: int | None = None,
     ) -> StoredEvent:
         """Append a declared domain event to a stream in this transaction."""
-        return self.service.append_domain_event(
-            self.request,
+        return self._service.append_domain_event(
+            self._request,
             self.user,
             self.handler,
             event,
@@ -116,4 +99,6 @@ class WriteContext(QueryContext):
 
     def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
         """Enqueue a job; it is published only if this write commits."""
-        return self.service.enqueue_job(job_qn, payload, self.user)
+        return self._service.enqueue_job(
+            job_qn, payload, self.user, parent=self._request, trigger_name=self.handler.qn
+        )

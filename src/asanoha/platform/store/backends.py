@@ -24,6 +24,9 @@ class Backend(Protocol):
     def after_create(self, conn: Connection) -> None:
         """DDL the portable table definitions cannot express."""
 
+    def start_read_only(self, conn: Connection) -> None:
+        """Begin a transaction on ``conn`` in which the database refuses every write."""
+
 
 class PostgresBackend:
     """Postgres: a connection pool; the writing transaction id on every event."""
@@ -56,6 +59,10 @@ class PostgresBackend:
             )
             self._inserts[table] = statement
         return conn.execute(statement, row).scalar_one_or_none()
+
+    def start_read_only(self, conn: Connection) -> None:
+        # The first statement begins the transaction; SET TRANSACTION must be that statement.
+        conn.exec_driver_sql("SET TRANSACTION READ ONLY")
 
     def after_create(self, conn: Connection) -> None:
         # Consumers use the writer's transaction id to find events committed out of id order.
@@ -101,6 +108,11 @@ class SqliteBackend:
         return conn.execute(statement, row).scalar_one_or_none()
 
     def after_create(self, conn: Connection) -> None:
+        return None
+
+    def start_read_only(self, conn: Connection) -> None:
+        # SQLite has no read-only transactions; query handlers get no write verbs, and the
+        # service refuses a write dispatched inside a query.
         return None
 
 

@@ -42,6 +42,13 @@ class Database:
         with self.engine.connect() as conn:
             yield conn
 
+    @contextmanager
+    def read_only(self) -> Iterator[Connection]:
+        """A connection in a read-only transaction (rolled back at the end): what queries get."""
+        with self.engine.connect() as conn:
+            self.backend.start_read_only(conn)
+            yield conn
+
     def check(self) -> str:
         """``"ok"`` when the database answers ``SELECT 1``, else the error text."""
         try:
