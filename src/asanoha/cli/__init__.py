@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asanoha.cli import demo, serve, worker
+from asanoha.cli import demo, explain, serve, tokens, tools, worker
 from asanoha.cli.app_loading import load_app
 
 __all__ = ["cli", "load_app", "main"]
@@ -39,6 +39,9 @@ def options(
 cli.command()(demo.demo)
 cli.command()(serve.serve)
 cli.command()(worker.worker)
+cli.command()(tokens.token)
+cli.command()(explain.explain)
+cli.command()(tools.tools)
 
 
 def main() -> None:

@@ -1,0 +1,51 @@
+"""``asanoha token``: a signed bearer token for development and tests."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.platform.model import SessionUser
+from asanoha.platform.settings import PLACEHOLDER_JWT_SECRET
+
+
+def split_roles(values: list[str]) -> list[str]:
+    """Roles given as repeated options, comma-separated, or both."""
+    return [role.strip() for value in values for role in value.split(",") if role.strip()]
+
+
+def token(
+    app: AppOption,
+    sub: Annotated[str, typer.Option(help="The user id (claim 'sub').", show_default=False)],
+    tenant: Annotated[
+        str, typer.Option(help="The tenant id (claim 'tenant').", show_default=False)
+    ],
+    roles: Annotated[
+        list[str] | None,
+        typer.Option(help="Roles (claim 'roles'); repeat the option or separate with commas."),
+    ] = None,
+    expires_in: Annotated[
+        int | None,
+        typer.Option(
+            help="Seconds until the token expires (claim 'exp'); default ASANOHA_JWT_TTL_SECONDS."
+        ),
+    ] = None,
+) -> None:
+    """Print a bearer token signed with the application's ASANOHA_JWT_SECRET.
+
+    The token carries sub, tenant, roles, iat and exp (exp is required by the API). For
+    development and tests: production tokens come from your identity provider.
+    """
+    from asanoha.platform.http.auth import issue_token
+
+    loaded = load_app(app)
+    if loaded.settings.jwt_secret == PLACEHOLDER_JWT_SECRET:
+        typer.echo(
+            "warning: signed with the placeholder secret; set ASANOHA_JWT_SECRET to the "
+            "secret the API uses",
+            err=True,
+        )
+    user = SessionUser.of(sub, tenant, split_roles(roles or []))
+    typer.echo(issue_token(loaded.settings, user, ttl=expires_in))

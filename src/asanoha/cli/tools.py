@@ -1,0 +1,54 @@
+"""``asanoha tools``: the handlers an application exposes to agents, with their risks."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from asanoha.cli.app_loading import AppOption, load_app
+
+
+def exposed_tools(reference: str) -> list[dict[str, Any]]:
+    """Every exposed handler described as ``GET /api/agent/tools`` describes it, for any caller."""
+    from asanoha.platform.http.agent_tools import describe_tool
+    from asanoha.platform.model import resolve_agent_exposure
+
+    registry = load_app(reference).registry
+    tools = []
+    for handler in registry.handlers:
+        exposure = resolve_agent_exposure(handler)
+        if exposure.expose:
+            tools.append(describe_tool(handler, exposure))
+    return tools
+
+
+def tools(
+    app: AppOption,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the tools as /api/agent/tools returns them.")
+    ] = False,
+) -> None:
+    """List the agent tools of the application: name, kind, resolved risk, destructive hint.
+
+    The API filters this list by the caller's roles; this command shows every exposed tool.
+    """
+    found = exposed_tools(app)
+    if as_json:
+        typer.echo(json.dumps({"tools": found}, indent=2))
+        return
+    table = Table()
+    for column in ("tool", "kind", "risk", "destructive", "description"):
+        table.add_column(column)
+    for tool in found:
+        table.add_row(
+            tool["name"],
+            tool["kind"],
+            tool["risk"],
+            "yes" if tool["annotations"]["destructiveHint"] else "no",
+            tool["description"],
+        )
+    Console().print(table, highlight=False)
