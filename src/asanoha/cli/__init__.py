@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asanoha.cli import demo, explain, serve, tokens, tools, worker
+from asanoha.cli import demo, explain, migrate, serve, tokens, tools, worker
 from asanoha.cli.app_loading import load_app
 
 __all__ = ["cli", "load_app", "main"]
@@ -42,6 +42,7 @@ cli.command()(worker.worker)
 cli.command()(tokens.token)
 cli.command()(explain.explain)
 cli.command()(tools.tools)
+cli.add_typer(migrate.migrate, name="migrate")
 
 
 def main() -> None:

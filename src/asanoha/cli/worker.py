@@ -7,17 +7,18 @@ from typing import Annotated
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.schema_gate import require_current_schema
 
 
 def worker(
     app: AppOption,
     concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 2,
 ) -> None:
-    """Run a Celery worker consuming every lane queue (creates missing tables first)."""
+    """Run a Celery worker consuming every lane queue (refuses a schema that is behind)."""
     from asanoha.workers.lanes import lane_queues
 
     loaded = load_app(app)
-    loaded.create_schema()
+    require_current_schema(loaded, app)
     queues = ",".join(lane_queues(loaded.settings))
     loaded.celery.worker_main(
         ["worker", f"--concurrency={concurrency}", f"--queues={queues}", "--loglevel=INFO"]

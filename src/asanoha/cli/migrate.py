@@ -1,0 +1,120 @@
+"""``asanoha migrate``: upgrade the schema, print its SQL, check it, write a revision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.schema_gate import DEFAULT_APP_MIGRATIONS, remedy
+
+migrate = typer.Typer(
+    help="Schema migrations (Alembic): the platform's tables and the application's own.",
+    invoke_without_command=True,
+)
+
+MigrationsOption = Annotated[
+    Path,
+    typer.Option(
+        "--migrations",
+        help="The application's migrations folder (env.py, versions/) for its entity tables.",
+    ),
+]
+
+
+@migrate.callback()
+def upgrade(
+    ctx: typer.Context,
+    app: Annotated[
+        str | None,
+        typer.Option("--app", help="The application, as module:attribute (for example shop:app)."),
+    ] = None,
+    sql: Annotated[
+        bool, typer.Option("--sql", help="Print the SQL instead of running it.")
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(help="With --sql: start from this platform revision (default: empty)."),
+    ] = None,
+    migrations: MigrationsOption = DEFAULT_APP_MIGRATIONS,
+) -> None:
+    """Upgrade the database: the platform's migrations, then the application's.
+
+    With a migrations folder the application's migrations run; without one, entity tables
+    that do not exist yet are created (new columns on existing tables need a revision).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if app is None:
+        raise typer.BadParameter("Missing option '--app'.", param_hint="--app")
+    from asanoha.platform.store import create_all
+    from asanoha.platform.store.migrations import (
+        app_upgrade_sql,
+        platform_upgrade_sql,
+        schema_status,
+        upgrade_app,
+        upgrade_platform,
+    )
+
+    loaded = load_app(app)
+    has_app_migrations = (migrations / "env.py").is_file()
+    if sql:
+        typer.echo(platform_upgrade_sql(loaded.database, since), nl=False)
+        if has_app_migrations:
+            typer.echo(app_upgrade_sql(migrations, loaded.registry, loaded.database), nl=False)
+        return
+    before, after = upgrade_platform(loaded.database)
+    if before == after:
+        typer.echo(f"platform tables: already at revision {after}")
+    else:
+        typer.echo(f"platform tables: upgraded from {before or 'an empty database'} to {after}")
+    if has_app_migrations:
+        upgrade_app(migrations, loaded.registry, loaded.database)
+        typer.echo(f"application tables: migrations in {migrations} applied")
+    else:
+        create_all(loaded.registry, loaded.database)
+        typer.echo("application tables: missing entity tables created")
+    status = schema_status(loaded.registry, loaded.database, migrations)
+    if not status.is_current:
+        for problem in status.problems():
+            typer.echo(f"  - {problem}", err=True)
+        typer.echo(remedy(status.missing_columns, app), err=True)
+        raise typer.Exit(1)
+
+
+@migrate.command()
+def check(app: AppOption, migrations: MigrationsOption = DEFAULT_APP_MIGRATIONS) -> None:
+    """Exit 1 when the database is behind the code (for deploy pipelines and probes)."""
+    from asanoha.platform.store.migrations import schema_status
+
+    loaded = load_app(app)
+    status = schema_status(loaded.registry, loaded.database, migrations)
+    if status.is_current:
+        typer.echo(f"schema is current (platform revision {status.platform_revision})")
+        return
+    for problem in status.problems():
+        typer.echo(f"  - {problem}")
+    typer.echo(remedy(status.missing_columns, app))
+    raise typer.Exit(1)
+
+
+@migrate.command()
+def revision(
+    app: AppOption,
+    message: Annotated[
+        str, typer.Option("-m", "--message", help="What the migration does.", show_default=False)
+    ],
+    migrations: MigrationsOption = DEFAULT_APP_MIGRATIONS,
+) -> None:
+    """Autogenerate a migration of the application's entity tables into its migrations folder.
+
+    The database is compared with the registry: apply the earlier revisions first. Review the
+    file before applying it (renames appear as a drop and an add).
+    """
+    from asanoha.platform.store.migrations import write_app_revision
+
+    loaded = load_app(app)
+    for path in write_app_revision(migrations, loaded.registry, loaded.database, message):
+        typer.echo(f"wrote {path}")
