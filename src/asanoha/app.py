@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from asanoha.platform.consumers import Consumers
 from asanoha.platform.model import Feature, Registry
 from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.settings import Settings
@@ -42,6 +43,8 @@ class App:
             self.settings.database_url, pool_size=self.settings.database_pool_size
         )
         self.service = Service(self.registry, self.database)
+        #: The event consumers, the built-in job-trigger consumer included.
+        self.consumers = Consumers(self.service)
         if self.registry.jobs:
             # Jobs triggered by a write are published right after its commit, in whatever
             # process made the write (an API server too): connect the outbox now, and build
@@ -61,8 +64,10 @@ class App:
         return checks
 
     def create_schema(self) -> None:
-        """Create every table of the registry that does not exist yet."""
+        """Create every table of the registry that does not exist yet, and the cursor rows
+        of new consumers."""
         create_all(self.registry, self.database)
+        self.consumers.register()
 
     @functools.cached_property
     def http(self) -> FastAPI:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 
 from asanoha.app import App
+from asanoha.platform.consumers import Consumers, drain_consumers
 from asanoha.platform.model import Feature, Registry, SessionUser
 from asanoha.platform.service import Service
 from asanoha.platform.settings import Settings
@@ -145,8 +146,19 @@ class Stack:
         assert statements == [], f"writes were sent: {statements}"
         assert self.row_counts() == before
 
+    @property
+    def consumers(self) -> Consumers:
+        """The application's consumers: ``run_once()``, ``status()``, ``restart``, ``skip``."""
+        return self.app.consumers
+
     def drain(self, timeout: float = 10) -> Any:
-        """Wait until every job and consumer has settled (see ``JobRuntime.drain``)."""
+        """Wait until every job and consumer has settled (see ``JobRuntime.drain``).
+
+        Without ``jobs=True`` it advances the application's own consumers until none is
+        behind, and runs no job.
+        """
+        if self._jobs is None and self.app.consumers.user_defined:
+            return drain_consumers(self.app.consumers, timeout)
         return self._runtime().drain(timeout)
 
     def dispatch_job(

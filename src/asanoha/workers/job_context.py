@@ -10,6 +10,7 @@ from typing import Any
 
 from asanoha.platform.model import JobDef, SessionUser
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.store import StoredEvent, read_event
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,8 @@ class JobMeta:
     tenant_id: str
     triggered_by: str | None = None
     trigger_name: str | None = None
-    trigger_event: str | None = None
+    #: The stored event that triggered the run (event-triggered jobs).
+    trigger_event_id: int | None = None
     request_id: str | None = None
     correlation_id: str | None = None
     #: The write chain the job acts for: its limits (public intake) hold in the job too.
@@ -32,7 +34,7 @@ class JobMeta:
             tenant_id=str(meta.get("tenant_id") or default_tenant),
             triggered_by=meta.get("triggered_by"),
             trigger_name=meta.get("trigger_name"),
-            trigger_event=meta.get("trigger_event"),
+            trigger_event_id=_event_id(meta.get("trigger_event_id")),
             request_id=meta.get("request_id"),
             correlation_id=meta.get("correlation_id"),
             origin=WriteOrigin.from_header(meta.get("origin")),
@@ -58,6 +60,7 @@ class JobContext:
         retries: int,
     ) -> None:
         self._service = service
+        self._trigger_event: StoredEvent | None = None
         self.job = job
         self.meta = meta
         self.task_id = task_id
@@ -92,9 +95,16 @@ class JobContext:
         return self.meta.trigger_name
 
     @property
-    def trigger_event(self) -> str | None:
-        """The event QN for event-triggered jobs, else ``None``."""
-        return self.meta.trigger_event
+    def trigger_event(self) -> StoredEvent | None:
+        """The stored event for event-triggered jobs (read once), else ``None``."""
+        if self.meta.trigger_event_id is None:
+            return None
+        if self._trigger_event is None:
+            with self._service.database.connect() as conn:
+                self._trigger_event = read_event(
+                    conn, self._service.tables, self.meta.trigger_event_id
+                )
+        return self._trigger_event
 
     def write(self, qn: str, payload: Any) -> Any:
         """Run the write handler ``qn`` as the tenant's system user."""
@@ -118,3 +128,7 @@ class JobContext:
 
     def _request_meta(self) -> RequestMeta:
         return RequestMeta(correlation_id=self.meta.correlation_id, causation_id=self.task_id)
+
+
+def _event_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
@@ -19,7 +20,13 @@ from asanoha.platform.store.migrations import (
     platform_head,
     upgrade_platform,
 )
-from asanoha.platform.store.migrations.runner import platform_metadata
+from asanoha.platform.store.migrations.runner import (
+    BASELINE_REVISION,
+    PLATFORM_FOLDER,
+    make_config,
+    platform_metadata,
+    platform_target,
+)
 from asanoha.testing.databases import TestDatabase
 
 
@@ -67,7 +74,11 @@ def test_create_all_records_the_newest_revision(database: Database) -> None:
 
 
 def test_tables_made_before_revisions_were_recorded_are_adopted(database: Database) -> None:
-    create_all(Registry([]), database)
+    # Such a database has the baseline's tables (create_all of that time).
+    with database.begin() as conn:
+        command.upgrade(
+            make_config(PLATFORM_FOLDER, platform_target(), connection=conn), BASELINE_REVISION
+        )
     with database.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE {PLATFORM_VERSION_TABLE}")
     assert upgrade_platform(database) == (None, platform_head())

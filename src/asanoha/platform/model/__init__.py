@@ -8,6 +8,7 @@ from asanoha.platform.model.entity import Entity, instruction_fields
 from asanoha.platform.model.feature import Feature
 from asanoha.platform.model.handlers import (
     ConsumerDef,
+    ConsumerStart,
     EntityDef,
     EventDef,
     HandlerDef,
@@ -24,6 +25,7 @@ __all__ = [
     "AgentExposure",
     "Backoff",
     "ConsumerDef",
+    "ConsumerStart",
     "Entity",
     "EntityDef",
     "EventDef",

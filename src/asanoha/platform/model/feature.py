@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -15,6 +16,7 @@ from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
 from asanoha.platform.model.handlers import (
     ConsumerDef,
+    ConsumerStart,
     CrudVerb,
     EntityDef,
     EventDef,
@@ -261,8 +263,13 @@ class Feature:
         on: Iterable[str],
         delivery: Literal["shared"] = "shared",
         max_attempts: int = 5,
+        start: ConsumerStart = "beginning",
     ) -> Callable[[F], F]:
-        """Register ``func(event, ctx)`` to follow the event types ``on`` in order."""
+        """Register ``func(event: StoredEvent, ctx: ConsumerContext)`` as
+        ``<feature>:consumer:<name>``: called once per committed event of the types ``on``
+        (domain or entity event QNs), in order; after ``max_attempts`` failures at one event
+        the consumer is dead there until restarted or told to skip it. ``start="now"`` makes a
+        new consumer begin at the newest event instead of the first."""
         qn = make_qn(self.name, "consumer", name)
         event_types = tuple(on)
         if not event_types:
@@ -271,8 +278,17 @@ class Feature:
             raise DefinitionError(f"{qn}: only delivery='shared' is supported")
         if max_attempts < 1:
             raise DefinitionError(f"{qn}: max_attempts must be >= 1")
+        if start not in ("beginning", "now"):
+            raise DefinitionError(f"{qn}: start must be 'beginning' or 'now', not {start!r}")
+        if len(set(event_types)) != len(event_types):
+            raise DefinitionError(f"{qn}: on= names an event type twice")
 
         def register(func: F) -> F:
+            if inspect.iscoroutinefunction(func):
+                raise DefinitionError(
+                    f"{qn}: consumers run inside the pass's database transaction; "
+                    "define the handler with def, not async def"
+                )
             self.consumers.append(
                 ConsumerDef(
                     qn=qn,
@@ -281,6 +297,7 @@ class Feature:
                     on=event_types,
                     delivery=delivery,
                     max_attempts=max_attempts,
+                    start=start,
                 )
             )
             return func

@@ -19,6 +19,7 @@ from asanoha.platform.model.entity import Entity
 HandlerKind = Literal["write", "query"]
 CrudVerb = Literal["create", "update", "delete", "restore", "list", "detail"]
 Lane = Literal["worker", "api"]
+ConsumerStart = Literal["beginning", "now"]
 HandlerFunc = Callable[[Any, Any], Any]
 #: ``hook(changes, previous_row_or_None, is_new) -> changes``
 PreSaveHook = Callable[[dict[str, Any], dict[str, Any] | None, bool], dict[str, Any]]
@@ -103,7 +104,8 @@ class JobDef:
 
 @dataclass(frozen=True)
 class ConsumerDef:
-    """An event consumer following the event log with a durable cursor."""
+    """An event consumer: ``func(event: StoredEvent, ctx: ConsumerContext)``, called once per
+    committed event of the types ``on``, in order, with a durable cursor."""
 
     qn: str
     feature: str
@@ -111,6 +113,8 @@ class ConsumerDef:
     on: tuple[str, ...]
     delivery: Literal["shared"] = "shared"
     max_attempts: int = 5
+    #: Where a new cursor starts: the first event, or the newest one when it is registered.
+    start: ConsumerStart = "beginning"
 
 
 def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:

@@ -165,6 +165,11 @@ class Registry:
         return self._by_trigger.get(qn, ())
 
     @property
+    def job_trigger_events(self) -> tuple[str, ...]:
+        """The event QNs some job is declared ``on=`` (the job-trigger consumer follows them)."""
+        return tuple(qn for qn in self._by_trigger if qn in self._events)
+
+    @property
     def consumers(self) -> tuple[ConsumerDef, ...]:
         """Every consumer."""
         return tuple(self._consumers.values())

@@ -8,6 +8,7 @@ parent request explicitly and run in a savepoint of its transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -325,9 +326,16 @@ class Service:
         parent: Request | None = None,
         trigger_name: str = "manual",
         origin: WriteOrigin | None = None,
+        idempotency_key: str | None = None,
+        trigger_event_id: int | None = None,
     ) -> uuid.UUID:
         """Enqueue ``job_qn`` through the outbox: inside ``parent``'s transaction (published
-        when it commits), else on its own. ``origin`` is the chain the caller acts for."""
+        when it commits), else on its own. ``origin`` is the chain the caller acts for.
+
+        With ``idempotency_key``, a second enqueue with the same key enqueues nothing and
+        returns the first job's id. ``trigger_event_id`` is the stored event that triggered
+        the job (its ``ctx.trigger_event``).
+        """
         if self.registry.job(job_qn) is None:
             raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
         try:
@@ -335,15 +343,31 @@ class Service:
         except pydantic.ValidationError as error:
             raise ValidationError(handler=job_qn, fields=field_errors(error)) from None
         if parent is not None:
+            if idempotency_key is not None:
+                found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
+                if found is not None:
+                    return found
             message = self._message(job_qn, body, user, parent, trigger_name)
+            if idempotency_key is not None or trigger_event_id is not None:
+                headers = dict(message.headers)
+                if trigger_event_id is not None:
+                    headers["trigger_event_id"] = trigger_event_id
+                message = dataclasses.replace(
+                    message, headers=headers, idempotency_key=idempotency_key
+                )
             outbox.write_outbox(parent.conn, self.tables, [message])
             parent.outbox.append(message)
             return message.id
         with self.unit_of_work(user, origin=origin) as request:
-            message = self._message(job_qn, body, user, request, trigger_name)
-            outbox.write_outbox(request.conn, self.tables, [message])
-            request.outbox.append(message)
-        return message.id
+            return self.enqueue_job(
+                job_qn,
+                body,
+                user,
+                parent=request,
+                trigger_name=trigger_name,
+                idempotency_key=idempotency_key,
+                trigger_event_id=trigger_event_id,
+            )
 
     def relay_outbox(self, limit: int = 100, *, grace: float | None = None) -> int:
         """Publish outbox rows their writer did not publish; return how many were sent."""

@@ -24,6 +24,8 @@ class OutboxMessage:
     job_qn: str
     payload: dict[str, Any]
     headers: dict[str, Any]
+    #: Enqueue at most once per key (see ``find_enqueued``).
+    idempotency_key: str | None = None
 
 
 class OutboxPublisher(Protocol):
@@ -48,10 +50,23 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
                 "headers": message.headers,
                 "created_at": now,
                 "publish_attempts": 0,
+                "idempotency_key": message.idempotency_key,
             }
             for message in messages
         ],
     )
+
+
+def find_enqueued(conn: Connection, tables: Tables, idempotency_key: str) -> uuid.UUID | None:
+    """The id of the job enqueued with ``idempotency_key``, if there is one.
+
+    Callers that enqueue with a key serialise themselves (the job-trigger consumer holds its
+    cursor row); the unique index on the key catches anyone who does not.
+    """
+    outbox = tables.outbox
+    query = select(outbox.c.id).where(outbox.c.idempotency_key == idempotency_key)
+    found = conn.execute(query).scalar_one_or_none()
+    return None if found is None else uuid.UUID(str(found))
 
 
 def publish_messages(

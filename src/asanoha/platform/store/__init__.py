@@ -2,7 +2,13 @@
 
 from asanoha.platform.store.backends import Backend, PostgresBackend, SqliteBackend
 from asanoha.platform.store.database import Database
-from asanoha.platform.store.events import StoredEvent, append_event, read_events, stream_version
+from asanoha.platform.store.events import (
+    StoredEvent,
+    append_event,
+    read_event,
+    read_events,
+    stream_version,
+)
 from asanoha.platform.store.projections import apply_entity_event, rebuild_projection
 from asanoha.platform.store.schema import create_all
 from asanoha.platform.store.tables import Tables, build_tables
@@ -18,6 +24,7 @@ __all__ = [
     "apply_entity_event",
     "build_tables",
     "create_all",
+    "read_event",
     "read_events",
     "rebuild_projection",
     "stream_version",

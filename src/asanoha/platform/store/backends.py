@@ -72,6 +72,32 @@ class PostgresBackend:
                 "NOT NULL DEFAULT pg_current_xact_id()"
             )
         )
+        # A writer must own its transaction id before it takes an event id: a consumer that
+        # finds an id missing below a committed one waits for every transaction that could
+        # hold it, and knows them only by transaction id. Defaults are evaluated in column
+        # order, so without this the id (column 1) would be drawn before tx_id assigns one.
+        sequence = conn.execute(
+            text("SELECT pg_get_serial_sequence('asanoha_events', 'id')")
+        ).scalar_one()
+        conn.execute(text(_NEXT_EVENT_ID.replace(":sequence", _quote_literal(sequence))))
+        conn.execute(
+            text("ALTER TABLE asanoha_events ALTER COLUMN id SET DEFAULT asanoha_next_event_id()")
+        )
+
+
+_NEXT_EVENT_ID = """
+CREATE OR REPLACE FUNCTION asanoha_next_event_id() RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM pg_current_xact_id();
+    RETURN nextval(:sequence::regclass);
+END
+$$
+"""
+
+
+def _quote_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 class SqliteBackend:

@@ -106,6 +106,14 @@ def read_events(
     return [StoredEvent(**row) for row in rows]
 
 
+def read_event(conn: Connection, tables: Tables, event_id: int) -> StoredEvent | None:
+    """The event at position ``event_id``, or ``None``."""
+    events = tables.events
+    query = select(*(events.c[name] for name in _COLUMNS)).where(events.c.id == event_id)
+    row = conn.execute(query).mappings().first()
+    return None if row is None else StoredEvent(**row)
+
+
 _COLUMNS = (
     "id",
     "stream_id",

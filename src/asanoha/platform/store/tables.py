@@ -119,7 +119,11 @@ def build_tables(registry: Registry) -> Tables:
         Column("created_at", Timestamp, nullable=False),
         Column("published_at", Timestamp, nullable=True),
         Column("publish_attempts", Integer, nullable=False, default=0),
+        # Set for jobs that must be enqueued once per cause (an event-triggered job: the job
+        # QN and the event id); a second enqueue with the same key is a no-op.
+        Column("idempotency_key", String(300), nullable=True),
         Index("ix_asanoha_outbox_unpublished", "published_at", "created_at"),
+        Index("uq_asanoha_outbox_idempotency_key", "idempotency_key", unique=True),
     )
     job_runs = Table(
         "asanoha_job_runs",
@@ -140,11 +144,17 @@ def build_tables(registry: Registry) -> Tables:
         "asanoha_consumers",
         metadata,
         Column("name", String(200), primary_key=True),
+        # Every event up to ``position`` was handled, except the ``gaps``: ids below it whose
+        # writer had not committed when the consumer passed them (Postgres only).
         Column("position", Position, nullable=False, default=0),
+        Column("gaps", Json, nullable=False, default=list),
         Column("status", String(16), nullable=False, default="idle"),
+        # Failed attempts at ``event_id``, the event the consumer is stopped at.
         Column("attempts", Integer, nullable=False, default=0),
+        Column("event_id", Position, nullable=True),
         Column("last_error", Text, nullable=True),
-        Column("pending", Json, nullable=True),
+        # Events an operator skipped: [{"event_id", "error", "at"}].
+        Column("skipped", Json, nullable=False, default=list),
         Column("updated_at", Timestamp, nullable=False),
     )
     entities = {

@@ -1,0 +1,34 @@
+"""Event consumers: durable cursors, gap-safe ordered delivery, the job-trigger consumer.
+
+Driver-agnostic: ``Consumers.run_once()`` advances every consumer in-process; the Celery
+driver in ``asanoha.workers`` calls it after commits and on a tick.
+"""
+
+from asanoha.platform.consumers.context import ConsumerContext
+from asanoha.platform.consumers.cursors import Gap
+from asanoha.platform.consumers.drain import (
+    ConsumerDeadError,
+    ConsumerDrainTimeoutError,
+    advance_for_drain,
+    describe_behind,
+    drain_consumers,
+)
+from asanoha.platform.consumers.job_triggers import JOB_TRIGGER_CONSUMER, consumer_definitions
+from asanoha.platform.consumers.operations import ConsumerStatus
+from asanoha.platform.consumers.passes import PassResult
+from asanoha.platform.consumers.registry import Consumers
+
+__all__ = [
+    "JOB_TRIGGER_CONSUMER",
+    "ConsumerContext",
+    "ConsumerDeadError",
+    "ConsumerDrainTimeoutError",
+    "ConsumerStatus",
+    "Consumers",
+    "Gap",
+    "PassResult",
+    "advance_for_drain",
+    "consumer_definitions",
+    "describe_behind",
+    "drain_consumers",
+]

@@ -1,0 +1,118 @@
+"""``ConsumerContext``: what a consumer handler sees besides the event."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, NestedTransaction
+
+from asanoha.platform.model import ConsumerDef, SessionUser
+from asanoha.platform.store import StoredEvent
+
+if TYPE_CHECKING:
+    from asanoha.platform.service import EntityExecutor, Service
+    from asanoha.platform.service.request import Request
+
+
+class ConsumerContext:
+    """Platform calls of one delivery, all inside the pass's transaction.
+
+    They run as the event tenant's system user with no entry handler (so a ``write`` makes
+    the target handler the entry handler, as in jobs), and carry the origin of the write
+    that appended the event. Their effects commit with the cursor's advance, or not at all:
+    a failing handler rolls back everything it did for this event (a savepoint, taken on
+    the first call that touches the database, so a handler that only reads the event costs
+    nothing).
+    """
+
+    def __init__(
+        self, service: Service, conn: Connection, consumer: ConsumerDef, event: StoredEvent
+    ) -> None:
+        self.service = service
+        self.consumer = consumer
+        self.event = event
+        self.system_user = SessionUser.system(event.tenant_id)
+        self.log = logging.LoggerAdapter(
+            logging.getLogger(f"asanoha.consumer.{consumer.qn}"),
+            {"consumer": consumer.qn, "event_id": event.id},
+        )
+        self._conn = conn
+        self._savepoint: NestedTransaction | None = None
+        self._unit: AbstractContextManager[Request] | None = None
+        self._request: Request | None = None
+
+    @property
+    def tenant_id(self) -> str:
+        """The tenant of the event being delivered."""
+        return self.event.tenant_id
+
+    def write(self, qn: str, payload: Any) -> Any:
+        """Run the write handler ``qn`` as the tenant's system user."""
+        return self.write_as(self.system_user, qn, payload)
+
+    def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
+        """Run the write handler ``qn`` as ``user``."""
+        return self.service.dispatch_write(qn, payload, user, parent=self.request)
+
+    def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
+        """Run the query handler ``qn`` as ``user`` (it sees this pass's writes)."""
+        return self.service.dispatch_query(qn, payload, user, parent=self.request)
+
+    def entity(self, name: str) -> EntityExecutor:
+        """The executor of entity ``name`` (of the consumer's feature) or ``feature:name``."""
+        return self.service.executor(
+            self.request,
+            name,
+            self.system_user,
+            feature=self.consumer.feature,
+            caller=self.consumer.qn,
+        )
+
+    def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+        """Enqueue the job ``job_qn``; it is published once the pass commits."""
+        return self.service.enqueue_job(
+            job_qn, payload, self.system_user, parent=self.request, trigger_name=self.consumer.qn
+        )
+
+    @property
+    def request(self) -> Request:
+        """The unit of work of this delivery, opened on first use."""
+        if self._request is None:
+            from asanoha.platform.service.request import RequestMeta, WriteOrigin
+
+            self._savepoint = self._conn.begin_nested()
+            metadata = self.event.metadata
+            self._unit = self.service.unit_of_work(
+                self.system_user,
+                origin=WriteOrigin.from_header(metadata.get("origin")),
+                meta=RequestMeta(
+                    correlation_id=metadata.get("correlation_id"),
+                    causation_id=f"event:{self.event.id}",
+                ),
+                conn=self._conn,
+            )
+            self._request = self._unit.__enter__()
+        return self._request
+
+    # -- for the pass -----------------------------------------------------------------------
+
+    def finish(self, error: BaseException | None) -> None:
+        """Keep this delivery's effects (``error`` is ``None``) or roll them back."""
+        if self._unit is not None:
+            if error is None:
+                self._unit.__exit__(None, None, None)
+            else:
+                self._unit.__exit__(type(error), error, error.__traceback__)
+        if self._savepoint is not None:
+            if error is None:
+                self._savepoint.commit()
+            else:
+                self._savepoint.rollback()
+
+    def after_commit(self) -> None:
+        """Publish the jobs this delivery enqueued and announce its events (pass committed)."""
+        if self._request is not None:
+            self.service.after_commit(self._request)

@@ -1,0 +1,44 @@
+"""The built-in job-trigger consumer: enqueues the jobs declared ``on=<event QN>``."""
+
+from __future__ import annotations
+
+from asanoha.platform.consumers.context import ConsumerContext
+from asanoha.platform.model import ConsumerDef, Registry
+from asanoha.platform.store import StoredEvent
+
+JOB_TRIGGER_CONSUMER = "asanoha:consumer:job-triggers"
+
+
+def trigger_jobs(event: StoredEvent, ctx: ConsumerContext) -> None:
+    """Enqueue every job declared on ``event``'s type, for the event's tenant.
+
+    The job row is written in the pass's transaction, and its idempotency key is
+    (job QN, event id): a redelivered event (after a restart, say) never starts a job twice.
+    """
+    for job in ctx.service.registry.jobs_triggered_by(event.type):
+        ctx.service.enqueue_job(
+            job.qn,
+            event.payload,
+            ctx.system_user,
+            parent=ctx.request,
+            trigger_name=event.type,
+            trigger_event_id=event.id,
+            idempotency_key=f"{job.qn}@event:{event.id}",
+        )
+
+
+def consumer_definitions(registry: Registry) -> tuple[ConsumerDef, ...]:
+    """The application's consumers, plus the job-trigger consumer when a job is ``on=`` an
+    event."""
+    events = registry.job_trigger_events
+    if not events:
+        return registry.consumers
+    trigger = ConsumerDef(
+        qn=JOB_TRIGGER_CONSUMER,
+        feature="asanoha",
+        func=trigger_jobs,
+        on=events,
+        # Jobs are for what happens from now on; a new deployment does not replay history.
+        start="now",
+    )
+    return (*registry.consumers, trigger)
