@@ -14,6 +14,7 @@ from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.agent_tools import add_agent_tools_route
 from asanoha.platform.http.batch import BatchRequest, add_batch_route
 from asanoha.platform.http.health import health_router
+from asanoha.platform.http.metrics import add_metrics_route
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 from asanoha.platform.http.routes import add_handler_routes
@@ -24,6 +25,7 @@ from asanoha.platform.http.wire import (
     internal_error_response,
     request_id_of,
 )
+from asanoha.platform.metrics import DatabaseCollector
 from asanoha.platform.settings import PLACEHOLDER_JWT_SECRET
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ def build_http_app(app: App) -> FastAPI:
         ]
     )
     api.include_router(health_router(app))
+    add_metrics_route(api, DatabaseCollector(app.database, app.service.tables))
     add_agent_tools_route(api, app)
     add_batch_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)

@@ -27,6 +27,7 @@ from asanoha.platform.errors import (
     UnprocessableError,
     ValidationError,
 )
+from asanoha.platform.metrics import count_failed_write, count_write, counted_write
 from asanoha.platform.model import (
     EntityDef,
     EventDef,
@@ -99,12 +100,14 @@ class Service:
         With ``parent`` it runs in a savepoint of the parent's transaction and keeps the
         parent's entry handler and origin.
         """
-        handler, model = self._admit(qn, "write", payload, user)
         if parent is not None:
+            handler, model = self._admit(qn, "write", payload, user)
             return self._run_nested(parent, handler, model, user)
-        with self.database.begin() as conn:
-            request = self._open(conn, "write", handler, user, meta, origin)
-            result = self._run_write(request, handler, model, user)
+        with counted_write(qn):
+            handler, model = self._admit(qn, "write", payload, user)
+            with self.database.begin() as conn:
+                request = self._open(conn, "write", handler, user, meta, origin)
+                result = self._run_write(request, handler, model, user)
         self.after_commit(request)
         return result
 
@@ -136,7 +139,10 @@ class Service:
                     results.append(self._run_write(request, handler, model, user))
                 except AsanohaError as error:
                     error.details["index"] = index
+                    count_failed_write(qn, error)
                     raise
+        for qn, _ in items:
+            count_write(qn, "ok")
         if root is not None:
             self.after_commit(root)
         return results

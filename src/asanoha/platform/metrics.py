@@ -1,0 +1,181 @@
+"""Prometheus metrics: writes and job attempts counted where they happen, consumer lag and
+outbox age read from the database when scraped.
+
+``prometheus_client`` is imported on first use, not with this module: it picks in-memory or
+multiprocess values (``PROMETHEUS_MULTIPROC_DIR``) when imported, and ``asanoha worker`` sets
+that directory before its pool forks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from sqlalchemy import func, select
+
+from asanoha.platform.errors import AsanohaError, Reasons
+from asanoha.platform.store import Database, Tables
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+    from prometheus_client.core import Metric
+
+WriteOutcome = Literal["ok", "denied", "rejected", "failed"]
+JobOutcome = Literal["succeeded", "retried", "failed"]
+#: The handler label of calls to names that are no handler: callers choose those names, and
+#: one label value per name would let them grow the metric without bound.
+UNKNOWN_HANDLER = "(unknown)"
+
+
+@dataclass(frozen=True)
+class PlatformMetrics:
+    """The counters and histograms of one process."""
+
+    writes: Counter
+    job_attempts: Counter
+    job_seconds: Histogram
+
+
+@functools.cache
+def platform_metrics() -> PlatformMetrics:
+    """The process's metrics, registered in the default registry on first use."""
+    from prometheus_client import Counter, Histogram
+
+    return PlatformMetrics(
+        writes=Counter(
+            "asanoha_writes",
+            "Top-level writes by handler and outcome; denied and rejected ones by reason.",
+            ["handler", "outcome", "reason"],
+        ),
+        job_attempts=Counter(
+            "asanoha_job_attempts", "Job attempts by job and outcome.", ["job", "outcome"]
+        ),
+        job_seconds=Histogram(
+            "asanoha_job_attempt_seconds",
+            "Duration of job attempts.",
+            ["job", "outcome"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
+        ),
+    )
+
+
+def count_write(handler: str, outcome: WriteOutcome, reason: str = "") -> None:
+    """Count one top-level write (one counter increment)."""
+    platform_metrics().writes.labels(handler, outcome, reason).inc()
+
+
+def write_outcome(http_status: int) -> WriteOutcome:
+    """The outcome of a write that raised an error of ``http_status``."""
+    if http_status in (401, 403):
+        return "denied"
+    if http_status < 500:
+        return "rejected"
+    return "failed"
+
+
+def observe_job_attempt(job: str, outcome: JobOutcome, seconds: float) -> None:
+    """Count one job attempt and its duration."""
+    metrics = platform_metrics()
+    metrics.job_attempts.labels(job, outcome).inc()
+    metrics.job_seconds.labels(job, outcome).observe(seconds)
+
+
+class DatabaseCollector:
+    """Gauges read from the database at scrape time: outbox age and consumer lag."""
+
+    def __init__(self, database: Database, tables: Tables) -> None:
+        self.database = database
+        self.tables = tables
+
+    def collect(self) -> Iterator[Metric]:
+        """Query the outbox and the consumer positions (two short reads)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        outbox, consumers, events = self.tables.outbox, self.tables.consumers, self.tables.events
+        with self.database.connect() as conn:
+            oldest, due = conn.execute(
+                select(func.min(outbox.c.created_at), func.count()).where(
+                    outbox.c.published_at.is_(None)
+                )
+            ).one()
+            head = conn.execute(select(func.coalesce(func.max(events.c.id), 0))).scalar_one()
+            positions = conn.execute(select(consumers.c.name, consumers.c.position)).all()
+        age = GaugeMetricFamily(
+            "asanoha_outbox_due_age_seconds",
+            "Age of the oldest outbox row not yet published (0 when none).",
+        )
+        age.add_metric([], _seconds_since(oldest))
+        yield age
+        yield GaugeMetricFamily(
+            "asanoha_outbox_due_rows", "Outbox rows not yet published.", value=int(due)
+        )
+        lag = GaugeMetricFamily(
+            "asanoha_consumer_lag_events",
+            "Events after the consumer's position.",
+            labels=["consumer"],
+        )
+        for name, position in positions:
+            lag.add_metric([name], max(int(head) - int(position), 0))
+        yield lag
+
+
+def _seconds_since(moment: dt.datetime | None) -> float:
+    if moment is None:
+        return 0.0
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return max((dt.datetime.now(dt.UTC) - moment).total_seconds(), 0.0)
+
+
+def scrape_registry(database_collector: DatabaseCollector | None) -> CollectorRegistry:
+    """What ``/metrics`` shows: this process (or, with ``PROMETHEUS_MULTIPROC_DIR``, every
+    process that shares the directory), plus the database gauges."""
+    import os
+
+    from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
+
+    platform_metrics()  # registered before the first scrape, so zero series show up
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        registry = CollectorRegistry()
+        registry.register(_Forward(REGISTRY))
+    if database_collector is not None:
+        registry.register(database_collector)
+    return registry
+
+
+class _Forward:
+    # A collector that yields another registry's metrics, so the database gauges can be added
+    # to a per-scrape registry without registering them in the process-wide one.
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.registry.collect()
+
+
+@contextmanager
+def counted_write(handler: str) -> Iterator[None]:
+    """Count the write the block runs: ``ok``, or the outcome and reason of what it raised."""
+    try:
+        yield
+    except AsanohaError as error:
+        count_failed_write(handler, error)
+        raise
+    except Exception:
+        count_write(handler, "failed", "internal")
+        raise
+    count_write(handler, "ok")
+
+
+def count_failed_write(handler: str, error: AsanohaError) -> None:
+    """Count a write that raised ``error``."""
+    if error.reason == Reasons.HANDLER_NOT_FOUND:
+        handler = UNKNOWN_HANDLER
+    count_write(handler, write_outcome(error.http_status), str(error.reason))
