@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.agent_tools import add_agent_tools_route
 from asanoha.platform.http.batch import BatchRequest, add_batch_route
+from asanoha.platform.http.docs import add_docs_routes
 from asanoha.platform.http.health import health_router
 from asanoha.platform.http.metrics import add_metrics_route
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
@@ -46,6 +47,7 @@ def build_http_app(app: App) -> FastAPI:
         title="asanoha",
         version=API_VERSION,
         description=f"Write and query handlers of the features: {features or 'none'}.",
+        docs_url=None,
         redoc_url=None,
     )
     api.state.asanoha = app
@@ -59,6 +61,7 @@ def build_http_app(app: App) -> FastAPI:
     )
     api.include_router(health_router(app))
     add_metrics_route(api, DatabaseCollector(app.database, app.service.tables))
+    add_docs_routes(api)
     add_agent_tools_route(api, app)
     add_batch_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
