@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.model import Feature, Registry
 from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.settings import Settings
-from asanoha.platform.store import Database, create_all
+from asanoha.platform.store import Database, StoredEvent, create_all
 
 if TYPE_CHECKING:
     from celery import Celery
     from fastapi import FastAPI
+
+    from asanoha.workers.consumer_wake import ConsumerWaker
 
 
 class DeferredCeleryPublisher:
@@ -45,11 +47,26 @@ class App:
         self.service = Service(self.registry, self.database)
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(self.service)
-        if self.registry.jobs:
+        if self.registry.jobs or self.consumers:
             # Jobs triggered by a write are published right after its commit, in whatever
             # process made the write (an API server too): connect the outbox now, and build
             # the Celery app on the first publish so nothing imports Celery before then.
             self.service.publisher = DeferredCeleryPublisher(self)
+        if self.consumers and self.settings.consumer_wake:
+            self.service.add_commit_listener(self._wake_consumers)
+
+    def _wake_consumers(self, events: Sequence[StoredEvent]) -> None:
+        """After a commit: have a worker advance the consumers, if one follows ``events``."""
+        # Without a publisher nothing is connected to the broker (a stack without jobs).
+        if self.service.publisher is None or not self.consumers.follows(events):
+            return
+        self._consumer_waker.wake()
+
+    @functools.cached_property
+    def _consumer_waker(self) -> ConsumerWaker:
+        from asanoha.workers.consumer_wake import ConsumerWaker, publish_advance
+
+        return ConsumerWaker(lambda: publish_advance(self.celery, self.settings))
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
         """What ``/health/ready`` asks: the database, and the broker when there are jobs.
@@ -86,6 +103,9 @@ class App:
     def close(self) -> None:
         """Release the database pool, and the broker connections and run-row writer of the
         Celery app when it was built."""
+        waker = self.__dict__.get("_consumer_waker")
+        if waker is not None:
+            waker.close()
         celery = self.__dict__.get("celery")
         if celery is not None:
             from asanoha.workers.celery_app import close_worker_resources

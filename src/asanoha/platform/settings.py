@@ -32,3 +32,8 @@ class Settings(BaseSettings):
     max_json_depth: int = 32
     development: bool = False
     default_tenant: str = "default"
+    #: Seconds between the consumer passes every worker runs as a safety net (0: none).
+    consumer_tick_interval: float = 1.0
+    #: After a commit that appended events a consumer follows, publish a (coalesced) task
+    #: that advances the consumers.
+    consumer_wake: bool = True

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, signals
 
 from asanoha.workers.beat import build_beat_schedule
+from asanoha.workers.consumer_tick import add_consumer_tick
+from asanoha.workers.consumer_wake import register_advance_task
 from asanoha.workers.job_task import register_job_task
 from asanoha.workers.lanes import queue_for_job, queue_name
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher, register_relay_task
@@ -24,7 +26,8 @@ MEMORY_POLLING_INTERVAL = 0.005
 
 def make_celery(app: App) -> Celery:
     """One task per job (named by its QN, routed to its lane's queue), the relay task, the
-    beat schedule, and the outbox publisher connected to the service.
+    consumers' advance task and worker tick, the beat schedule, and the outbox publisher
+    connected to the service.
 
     Raises ``DefinitionError`` for a job whose delays outlive the visibility timeout or whose
     cron expression does not parse.
@@ -76,6 +79,10 @@ def make_celery(app: App) -> Celery:
             default_tenant=settings.default_tenant,
         )
     register_relay_task(celery, app.service)
+    if app.consumers:
+        register_advance_task(celery, app.consumers)
+        if settings.consumer_tick_interval > 0:
+            add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
     attach_outcomes(celery)
 
     def route(job_qn: str) -> str:

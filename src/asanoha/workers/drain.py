@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from asanoha.platform.consumers import consumers_behind
 from asanoha.workers.outcomes import outcomes_of
 from asanoha.workers.pending import PendingWork, count_pending_jobs
 from asanoha.workers.run_records import recorder_of
@@ -76,18 +77,26 @@ class Drainer:
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Return once two consecutive passes find nothing pending.
 
-        Each pass relays the outbox and counts pending work; between passes it waits for the
-        next job outcome or the poll interval. Raises ``JobFailedError`` naming every job that
-        failed its final attempt since the previous drain (then forgets them), or
-        ``DrainTimeoutError`` with what is still pending.
+        Each pass advances the consumers, relays the outbox and counts pending work (consumers
+        behind included); between passes it waits for the next job outcome or the poll
+        interval. Raises ``JobFailedError`` naming every job that failed its final attempt
+        since the previous drain (then forgets them), ``ConsumerDeadError`` naming a dead
+        consumer, or ``DrainTimeoutError`` with what is still pending.
         """
         deadline = time.monotonic() + timeout
         idle = 0
         while True:
             # Cleared before counting: an outcome during the count wakes the next wait at once.
             self._outcomes.changed.clear()
+            consumers = self._app.consumers
+            if consumers:
+                # Their job-trigger deliveries become outbox rows, published right away.
+                consumers.run_once()
             self._app.service.relay_outbox()
             pending = count_pending_jobs(self._app)
+            if consumers:
+                # Asked after the job count: events of a job that ended meanwhile show here.
+                pending = replace(pending, consumers=tuple(consumers_behind(consumers)))
             idle = idle + 1 if pending.total == 0 else 0
             if idle >= IDLE_PASSES:
                 self._flush_run_rows(deadline)

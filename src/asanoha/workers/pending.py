@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from celery import Celery
 
+from asanoha.platform.consumers import ConsumerStatus, describe_behind
 from asanoha.workers.lanes import lane_queues
 from asanoha.workers.outcomes import JobOutcomes, outcomes_of
 
@@ -27,18 +28,20 @@ class PendingWork:
     reserved: int = 0
     #: Outbox rows not yet published.
     unpublished: int = 0
+    #: Consumers behind the newest committed event of their types, with their lag.
+    consumers: tuple[ConsumerStatus, ...] = ()
 
     @property
     def total(self) -> int:
         """All pending work; 0 means idle."""
-        return sum(self.queued.values()) + self.reserved + self.unpublished
+        return sum(self.queued.values()) + self.reserved + self.unpublished + len(self.consumers)
 
     def describe(self) -> str:
         """A one-line account, for error messages."""
         queues = ", ".join(f"{name}={count}" for name, count in self.queued.items()) or "none"
         return (
             f"queued ({queues}), reserved by workers {self.reserved}, "
-            f"unpublished outbox rows {self.unpublished}"
+            f"unpublished outbox rows {self.unpublished}, {describe_behind(self.consumers)}"
         )
 
 

@@ -9,7 +9,7 @@ from asanoha.platform.consumers.cursors import Gap
 from asanoha.platform.consumers.drain import (
     ConsumerDeadError,
     ConsumerDrainTimeoutError,
-    advance_for_drain,
+    consumers_behind,
     describe_behind,
     drain_consumers,
 )
@@ -27,8 +27,8 @@ __all__ = [
     "Consumers",
     "Gap",
     "PassResult",
-    "advance_for_drain",
     "consumer_definitions",
+    "consumers_behind",
     "describe_behind",
     "drain_consumers",
 ]

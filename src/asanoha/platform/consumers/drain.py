@@ -45,10 +45,13 @@ def describe_behind(behind: Sequence[ConsumerStatus]) -> str:
     return f"consumers behind: {listed}"
 
 
-def advance_for_drain(consumers: Consumers) -> list[ConsumerStatus]:
-    """One drain step: advance every consumer, raise ``ConsumerDeadError`` for dead ones,
-    return those still behind."""
-    consumers.run_once()
+def consumers_behind(consumers: Consumers) -> list[ConsumerStatus]:
+    """The consumers (not disabled) with committed events still to handle; raises
+    ``ConsumerDeadError`` when any consumer is dead.
+
+    A drain advances the consumers first and asks this after counting its other pending
+    work, so that an event committed by a job that finished meanwhile is seen here.
+    """
     statuses = consumers.status()
     dead = [status for status in statuses if status.status == "dead"]
     if dead:
@@ -66,7 +69,8 @@ def drain_consumers(
     deadline = time.monotonic() + timeout
     idle = 0
     while True:
-        behind = advance_for_drain(consumers)
+        consumers.run_once()
+        behind = consumers_behind(consumers)
         idle = idle + 1 if not behind else 0
         if idle >= IDLE_PASSES:
             return
