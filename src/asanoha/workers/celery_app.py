@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
@@ -68,6 +69,8 @@ def make_celery(app: App) -> Celery:
     attach_recorder(celery, recorder)
     # Weak: an application that is gone takes its receiver with it.
     signals.worker_process_shutdown.connect(recorder.flush_before_exit, weak=True)
+    signals.worker_process_init.connect(app.database.forget_inherited_connections, weak=True)
+    signals.worker_before_create_process.connect(freeze_before_fork, weak=False)
     keys = {job.qn: personal_keys(registry, job) for job in registry.jobs}
     for job in registry.jobs:
         register_job_task(
@@ -91,6 +94,15 @@ def make_celery(app: App) -> Celery:
 
     app.service.publisher = CeleryOutboxPublisher(celery, route, keys)
     return celery
+
+
+def freeze_before_fork(**_: Any) -> None:
+    """Celery ``worker_before_create_process`` receiver (in the parent, before each fork):
+    move every object loaded so far out of the garbage collector's reach, so that the
+    children's collections do not write to (and so copy) the pages they share with it.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def close_worker_resources(celery: Celery) -> None:

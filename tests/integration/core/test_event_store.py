@@ -66,6 +66,40 @@ def test_rebuilt_projection_equals_the_live_rows(core: Any) -> None:
     assert [r["label"] for r in live] == ["kept2"]
 
 
+@pytest.mark.parametrize("batch", [1, 2, 1000])
+def test_rebuild_merges_a_batch_into_the_rows_the_live_path_wrote(core: Any, batch: int) -> None:
+    qn = "instructiongate:write:memo:"
+    memo = core.service.dispatch_write(qn + "create", {"title": "a"}, ADMIN)
+    memo_id = str(memo["id"])
+    for version, title in ((1, "b"), (2, "c")):
+        core.service.dispatch_write(
+            qn + "update", {"id": memo_id, "version": version, "changes": {"title": title}}, ADMIN
+        )
+    core.service.dispatch_write(qn + "delete", {"id": memo_id}, ADMIN)
+    core.service.dispatch_write(qn + "restore", {"id": memo_id}, ADMIN)
+    deleted = core.service.dispatch_write(qn + "create", {"title": "deleted"}, ADMIN)
+    core.service.dispatch_write(qn + "delete", {"id": str(deleted["id"])}, ADMIN)
+
+    def snapshot() -> list[dict[str, Any]]:
+        listed = core.service.dispatch_query(
+            "instructiongate:query:memo:list", {"include_deleted": True}, ADMIN
+        )
+        rows: list[dict[str, Any]] = listed["rows"]
+        return rows
+
+    live = snapshot()
+    with core.db.begin() as conn:
+        replayed = rebuild_projection(
+            conn, core.tables, core.registry.entity("instructiongate:memo"), batch=batch
+        )
+    assert replayed == 7
+    assert snapshot() == live
+    assert [(r["title"], r["version"], r["is_deleted"]) for r in live] == [
+        ("c", 5, False),
+        ("deleted", 2, True),
+    ]
+
+
 def test_invalid_payload_lists_every_field_and_persists_nothing(core: Any) -> None:
     before = count_rows(core)
     with pytest.raises(ValidationError) as raised:

@@ -58,6 +58,14 @@ class Database:
             return f"error: {type(exc).__name__}: {exc}"
         return "ok"
 
+    def forget_inherited_connections(self, **_: object) -> None:
+        """Start a forked child with an empty pool: the parent's pooled connections share
+        their sockets with the parent, and two processes talking on one socket corrupt the
+        protocol. Not closed (that would end the parent's sessions too), only dropped.
+        Takes keyword arguments so it can be a signal receiver (Celery ``worker_process_init``).
+        """
+        self.engine.dispose(close=False)
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()

@@ -108,6 +108,7 @@ def build_tables(registry: Registry) -> Tables:
             "tenant_id", "stream_id", "version", name="uq_asanoha_events_stream_version"
         ),
         Index("ix_asanoha_events_type_id", "type", "id"),
+        Index("ix_asanoha_events_stream_type_id", "stream_type", "id"),
     )
     outbox = Table(
         "asanoha_outbox",
