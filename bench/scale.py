@@ -31,6 +31,7 @@ import psycopg
 from sqlalchemy import event
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
+from _results import Figure, at_most, write_figures
 from asanoha import Access, App, Entity, Feature, SessionUser, Settings, fields
 from asanoha.platform.store import rebuild_projection
 
@@ -51,6 +52,7 @@ QUICK_SIZES = (2_000, 20_000)
 LATENCY_TARGET = 1.2
 REBUILD_TARGET = 20_000
 OPERATIONS = ("create", "update", "detail", "list")
+CONSUMER_QN = f"{FEATURE}:consumer:tally"
 #: Streams per COPY batch: events of a batch interleave (all creates, then the updates).
 BATCH_STREAMS = 20_000
 BASE_TIME = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -79,7 +81,20 @@ def scale_feature() -> Feature:
         ITEM, item, write=WRITER, read=WRITER, verbs=["create", "update", "detail", "list"]
     )
     feature.crud(NOTE, note, write=WRITER, read=WRITER, verbs=["create"])
+    if hasattr(feature, "consumer"):
+
+        @feature.consumer(
+            "tally", on=[f"{FEATURE}:event:{ITEM}.created", f"{FEATURE}:event:{ITEM}.updated"]
+        )
+        def tally(event: Any, ctx: Any) -> None:
+            """Count the item events: what catch-up costs without the handler's own work."""
+            TALLIED[0] += 1
+
     return feature
+
+
+#: Item events the ``tally`` consumer was handed (this process only).
+TALLIED = [0]
 
 
 def qn(kind: str, entity: str, verb: str) -> str:
@@ -332,7 +347,7 @@ class Latency:
 def measure_latencies(
     stores: Sequence[Store], calls: int, rounds: int, rng: random.Random
 ) -> dict[tuple[str, str], Latency]:
-    """``calls`` calls of each operation per round on each store, the stores alternating."""
+    """``calls`` calls of each operation per round on each store, alternating call by call."""
     samples: dict[tuple[str, str], list[float]] = {}
     for store in stores:  # warm up: pools filled, statements prepared, caches loaded
         for operation in OPERATIONS:
@@ -340,12 +355,14 @@ def measure_latencies(
                 run_operation(store, operation, rng)
     for _ in range(rounds):
         for operation in OPERATIONS:
-            for store in stores:
-                found = samples.setdefault((store.name, operation), [])
-                for _ in range(calls):
+            # Call by call, the stores alternating: the machine's load changes within
+            # milliseconds here, and both stores should see the same.
+            for _ in range(calls):
+                for store in stores:
                     started = time.perf_counter()
                     run_operation(store, operation, rng)
-                    found.append(1000 * (time.perf_counter() - started))
+                    elapsed = 1000 * (time.perf_counter() - started)
+                    samples.setdefault((store.name, operation), []).append(elapsed)
     return {key: Latency(tuple(values)) for key, values in samples.items()}
 
 
@@ -364,11 +381,21 @@ def measure_rebuild(store: Store) -> tuple[int, float]:
     return replayed, seconds
 
 
-def measure_consumer_catch_up(store: Store) -> str:
-    """Events/s of a consumer that starts at the beginning, or why there is no figure."""
-    if not hasattr(store.app, "consumers"):
-        return "n/a (this version has no app.consumers)"
-    return "n/a (not measured yet)"
+def measure_consumer_catch_up(store: Store) -> tuple[int, float] | None:
+    """Move the ``tally`` consumer back to the first event and time its catch-up through
+    ``app.consumers.run_once``: (events handed to it, seconds); ``None`` without consumers."""
+    consumers = getattr(store.app, "consumers", None)
+    if consumers is None or CONSUMER_QN not in consumers.names:
+        return None
+    with psycopg.connect(conninfo(store.url), autocommit=True) as conn:
+        conn.execute(
+            "UPDATE asanoha_consumers SET position = 0, gaps = '[]' WHERE name = %s",
+            (CONSUMER_QN,),
+        )
+    before = TALLIED[0]
+    started = time.perf_counter()
+    consumers.run_once([CONSUMER_QN])
+    return TALLIED[0] - before, time.perf_counter() - started
 
 
 # -- query plans ----------------------------------------------------------------------------
@@ -431,7 +458,23 @@ class SizeResult:
     latencies: dict[tuple[str, str], Latency]
     rebuilt: int
     rebuild_seconds: float
-    catch_up: str
+    #: (events handed to the consumer, seconds), or ``None`` without consumers.
+    catch_up: tuple[int, float] | None
+
+    @property
+    def rebuild_rate(self) -> float:
+        return self.rebuilt / self.rebuild_seconds if self.rebuild_seconds else 0.0
+
+    @property
+    def catch_up_rate(self) -> float | None:
+        if self.catch_up is None or not self.catch_up[1]:
+            return None
+        return self.catch_up[0] / self.catch_up[1]
+
+    def latency_ratio(self, operation: str) -> float:
+        """p50 of the grown store over p50 of the reference store."""
+        reference = self.latencies["reference", operation].p50
+        return self.latencies["grown", operation].p50 / reference if reference else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -446,7 +489,10 @@ def main(argv: list[str] | None = None) -> int:
         stores = []
         for name in ("reference", "grown"):
             url = stack.enter_context(scratch_database(args.database_url, f"asanoha_bench_{name}"))
-            app = App(features=[scale_feature()], settings=Settings(database_url=url))
+            # No consumer wake-up task after each write: there is no worker, and the
+            # catch-up is measured on its own.
+            settings = Settings(database_url=url, consumer_wake=False)
+            app = App(features=[scale_feature()], settings=settings)
             stack.callback(app.close)
             app.create_schema()
             stores.append(Store(name, url, app))
@@ -469,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.verbose:
                 print_plans(grown, reference, rng)
     print_report(results)
+    write_figures(args.json, figures_of(results))
     return 0
 
 
@@ -483,10 +530,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=ADMIN_URL,
         help="admin URL used to create and drop the bench databases",
     )
+    parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
     return parser.parse_args(argv)
 
 
 # -- report ---------------------------------------------------------------------------------
+
+
+def describe_catch_up(result: SizeResult) -> str:
+    rate = result.catch_up_rate
+    if rate is None or result.catch_up is None:
+        return "n/a (no app.consumers)"
+    return f"{rate:,.0f} events/s"
 
 
 def print_size(result: SizeResult) -> None:
@@ -497,14 +552,12 @@ def print_size(result: SizeResult) -> None:
             f"    {operation:<8} p50 {grown.p50:6.2f} ms (reference {reference.p50:6.2f})   "
             f"p99 {grown.p99:6.2f} ms (reference {reference.p99:6.2f})"
         )
+    caught = f" ({result.catch_up[0]:,} events)" if result.catch_up else ""
     print(
         f"    rebuild  {result.rebuilt:,} events in {result.rebuild_seconds:.2f} s: "
-        f"{rebuild_rate(result):,.0f} events/s;  consumer catch-up: {result.catch_up}"
+        f"{result.rebuild_rate:,.0f} events/s;  consumer catch-up: "
+        f"{describe_catch_up(result)}{caught}"
     )
-
-
-def rebuild_rate(result: SizeResult) -> float:
-    return result.rebuilt / result.rebuild_seconds if result.rebuild_seconds else 0.0
 
 
 def print_report(results: Sequence[SizeResult]) -> None:
@@ -520,24 +573,75 @@ def print_report(results: Sequence[SizeResult]) -> None:
         cells = ""
         for result in results:
             grown = result.latencies["grown", operation]
-            ratio = latency_ratio(result, operation)
+            ratio = result.latency_ratio(operation)
             cells += f"{f'{grown.p50:.2f} / {grown.p99:.2f} (x{ratio:.2f})':>26}"
         print(f"{operation:<10}{cells}")
-    rebuild = "".join(f"{f'{rebuild_rate(r):,.0f} events/s':>26}" for r in results)
+    rebuild = "".join(f"{f'{r.rebuild_rate:,.0f} events/s':>26}" for r in results)
     print(f"{'rebuild':<10}{rebuild}   target >= {REBUILD_TARGET:,}")
-    print(f"{'catch-up':<10}{''.join(f'{r.catch_up[:24]:>26}' for r in results)}")
+    print(f"{'catch-up':<10}{''.join(f'{describe_catch_up(r):>26}' for r in results)}")
     print("(ratio: p50 of the grown store over p50 of the reference store)")
     last = results[-1]
-    worst = max(OPERATIONS, key=lambda op: latency_ratio(last, op))
+    worst = max(OPERATIONS, key=last.latency_ratio)
     print(
-        f"worst p50 ratio at {last.events:,} events: {worst} x{latency_ratio(last, worst):.2f}"
+        f"worst p50 ratio at {last.events:,} events: {worst} x{last.latency_ratio(worst):.2f}"
         f"   target <= {LATENCY_TARGET}"
     )
 
 
-def latency_ratio(result: SizeResult, operation: str) -> float:
-    reference = result.latencies["reference", operation].p50
-    return result.latencies["grown", operation].p50 / reference if reference else 0.0
+def figures_of(results: Sequence[SizeResult]) -> list[Figure]:
+    """The figures of the largest size, against the reference store."""
+    first, last = results[0], results[-1]
+    size = f"{last.events:,} events"
+    figures = []
+    for operation in OPERATIONS:
+        grown = last.latencies["grown", operation]
+        reference = last.latencies["reference", operation]
+        ratio = last.latency_ratio(operation)
+        figures.append(
+            Figure(
+                benchmark="scale",
+                name=f"{operation} p50 at {size}",
+                value=round(grown.p50, 2),
+                unit="ms",
+                peer=f"same call on a {first.events:,}-event store, same rounds",
+                peer_value=round(reference.p50, 2),
+                ratio_label="grown / reference",
+                ratio=ratio,
+                target=f"<= {LATENCY_TARGET}",
+                target_met=at_most(ratio, LATENCY_TARGET),
+                note=f"p99 {grown.p99:.2f} vs {reference.p99:.2f} ms",
+            )
+        )
+    figures.append(
+        Figure(
+            benchmark="scale",
+            name=f"rebuild_projection at {size} ({last.rebuilt:,} item events)",
+            value=round(last.rebuild_rate),
+            unit="events/s",
+            peer="target",
+            peer_value=REBUILD_TARGET,
+            ratio_label="rate / target",
+            ratio=last.rebuild_rate / REBUILD_TARGET,
+            target=f">= {REBUILD_TARGET:,} events/s",
+            target_met=last.rebuild_rate >= REBUILD_TARGET,
+            note=f"at {first.events:,} events: {first.rebuild_rate:,.0f} events/s",
+        )
+    )
+    rate = last.catch_up_rate
+    figures.append(
+        Figure(
+            benchmark="scale",
+            name=f"consumer catch-up at {size}",
+            value=round(rate) if rate is not None else float("nan"),
+            unit="events/s",
+            note=(
+                "app.consumers.run_once from position 0, a counting handler"
+                if rate is not None
+                else "n/a: no app.consumers in this version"
+            ),
+        )
+    )
+    return figures
 
 
 if __name__ == "__main__":
