@@ -1,13 +1,14 @@
 """HTTP create throughput: asanoha's ``POST /api/write/{qn}`` against a minimal FastAPI
-endpoint that does the same inserts with raw SQL, both served by uvicorn, in one run.
+endpoint that does the same inserts with raw SQL, both served by uvicorn with 1 and with 2
+API processes, in one run.
 
     .venv/bin/python bench/http_write.py [--seconds 3 | --requests N] [--workers 8]
-                                         [--database-url URL]
+                                         [--processes 1 2] [--database-url URL]
 
-Each server runs in its own process (its own interpreter lock) on loopback, against the same
-database; one httpx client with a connection pool drives one server at a time from
-``--workers`` threads with the same JWT, alternating for ``--rounds`` rounds. The database is
-dropped at the end, also on failure.
+asanoha runs as ``asanoha serve --workers N``; the peer as ``uvicorn --workers N`` with its
+app factory. Every server runs on loopback against the same database; one httpx client with
+a connection pool drives one server at a time from ``--workers`` threads with the same JWT,
+alternating for ``--rounds`` rounds. The database is dropped at the end, also on failure.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from _common import (
     warm_up_seconds,
     write_raw,
 )
+from _processes import descendants
+from _results import Figure, at_least, safe_ratio, write_figures
 from asanoha import App, SessionUser, Settings
 from asanoha.platform.http.auth import issue_token
 
@@ -56,6 +59,8 @@ TARGET = 0.7
 HOST = "127.0.0.1"
 PATH = f"/api/write/{CREATE_QN}"
 SERVERS = ("asanoha", "raw")
+PROCESS_COUNTS = (1, 2)
+BENCH_DIR = Path(__file__).resolve().parent
 #: Where each server writes its rows, to check that every answered request wrote one.
 ROW_TABLES = {"asanoha": "bench_notes", "raw": "raw_notes"}
 SECRET_VARIABLE = "ASANOHA_JWT_SECRET"
@@ -64,13 +69,11 @@ SECRET_VARIABLE = "ASANOHA_JWT_SECRET"
 def main(argv: list[str] | None = None) -> int:
     """Serve each app in turn, drive it, and print both rates and the ratio."""
     args = parse_args(argv)
-    if args.serve:
-        serve(args.serve, args.url, args.port, args.pool_size)
-        return 0
     # Both servers and the token share one secret; Settings reads it from the environment.
     os.environ[SECRET_VARIABLE] = secrets.token_hex(32)
-    results: dict[str, Throughput] = {}
+    results: dict[tuple[str, int], Throughput] = {}
     sent = dict.fromkeys(SERVERS, 0)
+    targets = [(server, n) for n in args.processes for server in SERVERS]
     with scratch_database(args.database_url, "asanoha_bench_http") as url, ExitStack() as stack:
         app = App(features=[bench_feature()], settings=Settings(database_url=url))
         try:
@@ -82,30 +85,31 @@ def main(argv: list[str] | None = None) -> int:
         amount = f"{args.requests} requests" if args.requests else f"{args.seconds:g} s"
         print(f"HTTP create, {amount} per measurement; {describe_setup(url)}")
         running = {
-            server: stack.enter_context(running_server(server, url, args.workers))
-            for server in SERVERS
+            target: stack.enter_context(running_server(*target, url, args.workers))
+            for target in targets
         }
-        for server in SERVERS:
-            sent[server] += measure(running[server].base_url, token, args, warm_up=True).calls
+        for target in targets:
+            sent[target[0]] += measure(running[target].base_url, token, args, warm_up=True).calls
         # Alternate the servers round by round, so that a change in the machine's load
-        # affects both; keep each one's best round.
+        # affects all; keep each one's best round.
         for round_ in range(1, args.rounds + 1):
-            for server in SERVERS:
-                cpu_before = running[server].cpu_seconds()
-                result = measure(running[server].base_url, token, args, warm_up=False)
-                # The server's CPU, not the client's: what one request costs the server.
-                result = replace(result, cpu_seconds=running[server].cpu_seconds() - cpu_before)
+            for target in targets:
+                server, processes = target
+                cpu_before = running[target].cpu_seconds()
+                result = measure(running[target].base_url, token, args, warm_up=False)
+                # The servers' CPU, not the client's: what one request costs the server.
+                result = replace(result, cpu_seconds=running[target].cpu_seconds() - cpu_before)
                 sent[server] += result.calls
-                if server not in results or result.rate > results[server].rate:
-                    results[server] = result
+                if target not in results or result.rate > results[target].rate:
+                    results[target] = result
                 print(
-                    f"  round {round_}  {server:<8} {result.rate:8.0f} requests/s, "
+                    f"  round {round_}  {server:<8} x{processes} {result.rate:8.0f} requests/s, "
                     f"server CPU {result.cpu_ms_per_call:.2f} ms/request"
                 )
         stack.close()
         for server in SERVERS:
             check_rows(url, ROW_TABLES[server], sent[server])
-    print_report(results, args)
+    write_figures(args.json, print_report(results, args))
     return 0
 
 
@@ -121,11 +125,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=ADMIN_URL,
         help="admin URL used to create and drop the bench database",
     )
-    # The server side of the run: this script started again in a child process.
-    parser.add_argument("--serve", choices=SERVERS, help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--pool-size", type=int, default=8, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="+",
+        default=list(PROCESS_COUNTS),
+        help="API process counts to compare (uvicorn workers of each server)",
+    )
+    parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
     return parser.parse_args(argv)
 
 
@@ -175,26 +182,54 @@ class Server:
     pid: int
 
     def cpu_seconds(self) -> float:
-        """CPU time the process has used so far (Linux ``/proc``; 0 elsewhere)."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        # utime and stime, fields 14 and 15 of stat(5), counted after the ")" of the name.
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time the server's processes have used so far (Linux ``/proc``; 0 elsewhere)."""
+        total = 0.0
+        for pid in (self.pid, *descendants(self.pid)):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # utime and stime, fields 14 and 15 of stat(5), counted after the ")" of the name.
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
 
 @contextmanager
-def running_server(server: str, url: str, workers: int) -> Iterator[Server]:
-    """Start ``server`` in a child process, wait until it answers, stop it afterwards."""
+def running_server(server: str, processes: int, url: str, workers: int) -> Iterator[Server]:
+    """Start ``server`` with ``processes`` API processes, wait until it answers, stop it after."""
     port = free_port()
-    command = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        *("--serve", server, "--url", url, "--port", str(port)),
-        *("--pool-size", str(workers)),
-    ]
-    process = subprocess.Popen(command)
+    # Each API process gets a connection pool as large as the client's concurrency.
+    env = {
+        **os.environ,
+        "ASANOHA_DATABASE_URL": url,
+        "ASANOHA_DATABASE_POOL_SIZE": str(workers),
+        "BENCH_DATABASE_URL": url,
+        "BENCH_POOL_SIZE": str(workers),
+    }
+    where = ["--host", HOST, "--port", str(port), "--workers", str(processes)]
+    if server == "asanoha":
+        command = [sys.executable, "-m", "asanoha.cli", "serve", "--app", "_apps:bench_app"]
+        command += where
+    elif processes == 1:
+        # uvicorn's defaults, as asanoha serve keeps them (an access log line per request).
+        command = [sys.executable, "-m", "uvicorn", "--factory", "http_write:raw_app_from_env"]
+        command += where
+    else:
+        # The same supervisor and listener as asanoha serve --workers N (plain uvicorn
+        # --workers N leaves Nagle's algorithm on: ~40 ms per keep-alive request).
+        launch = (
+            "from asanoha.cli.api_workers import run_api_workers; "
+            f"run_api_workers('http_write:raw_app_from_env', host={HOST!r}, port={port}, "
+            f"workers={processes})"
+        )
+        command = [sys.executable, "-c", launch]
+    process = subprocess.Popen(
+        command,
+        env=env,
+        cwd=BENCH_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base_url = f"http://{HOST}:{port}"
         wait_until_up(process, f"{base_url}/health")
@@ -202,7 +237,7 @@ def running_server(server: str, url: str, workers: int) -> Iterator[Server]:
     finally:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -227,17 +262,10 @@ def wait_until_up(process: subprocess.Popen[bytes], health_url: str, timeout: fl
     raise RuntimeError(f"{health_url} did not answer within {timeout:.0f} s")
 
 
-def serve(server: str, url: str, port: int, pool_size: int) -> None:
-    """Run one server until terminated (the child process side)."""
-    import uvicorn
-
-    if server == "asanoha":
-        # The connection pool at least as large as the client's concurrency.
-        settings = Settings(database_url=url, database_pool_size=pool_size)
-        api = App(features=[bench_feature()], settings=settings).http
-    else:
-        api = raw_http_app(url, Settings().jwt_secret, pool_size)
-    uvicorn.run(api, host=HOST, port=port, log_level="warning", access_log=False)
+def raw_app_from_env() -> FastAPI:
+    """The peer app, for ``uvicorn --factory`` (each worker process builds its own)."""
+    url = os.environ["BENCH_DATABASE_URL"]
+    return raw_http_app(url, Settings().jwt_secret, int(os.environ.get("BENCH_POOL_SIZE", "8")))
 
 
 class NoteIn(BaseModel):
@@ -300,21 +328,51 @@ def raw_http_app(url: str, secret: str, pool_size: int) -> FastAPI:
 # -- report ---------------------------------------------------------------------------------
 
 
-def print_report(results: dict[str, Throughput], args: argparse.Namespace) -> None:
+def print_report(
+    results: dict[tuple[str, int], Throughput], args: argparse.Namespace
+) -> list[Figure]:
     print()
     print(
         f"requests/s with {args.workers} client threads (one pooled httpx client), "
         f"best of {args.rounds} round(s)"
     )
-    labels = {"asanoha": "asanoha POST /api/write/{qn}", "raw": "minimal FastAPI + raw psycopg"}
-    for server, result in results.items():
+    labels = {"asanoha": "asanoha serve", "raw": "minimal FastAPI + raw psycopg"}
+    for (server, processes), result in results.items():
         print(
-            f"  {labels[server]:<32}{result.rate:8.0f}   ({result.calls} in {result.seconds:.1f} s;"
-            f" server CPU {result.cpu_ms_per_call:.2f} ms/request)"
+            f"  {f'{labels[server]}, {processes} process(es)':<44}{result.rate:8.0f}   "
+            f"({result.calls} in {result.seconds:.1f} s; "
+            f"server CPU {result.cpu_ms_per_call:.2f} ms/request)"
         )
-    if results.get("raw") and results["raw"].rate:
-        ratio = results["asanoha"].rate / results["raw"].rate
-        print(f"  {'asanoha / minimal':<32}{ratio:8.2f}   target >= {TARGET}")
+    figures = []
+    for processes in args.processes:
+        mine, peer = results.get(("asanoha", processes)), results.get(("raw", processes))
+        if mine is None or peer is None:
+            continue
+        ratio = safe_ratio(mine.rate, peer.rate)
+        if ratio is not None:
+            print(
+                f"  {f'asanoha / minimal, {processes} process(es)':<44}{ratio:8.2f}   "
+                f"target >= {TARGET}"
+            )
+        figures.append(
+            Figure(
+                benchmark="http_write",
+                name=f"HTTP create, {processes} API process(es), {args.workers} client threads",
+                value=round(mine.rate),
+                unit="requests/s",
+                peer="minimal FastAPI + raw psycopg, same process count",
+                peer_value=round(peer.rate),
+                ratio_label="asanoha / peer",
+                ratio=ratio,
+                target=f">= {TARGET}",
+                target_met=at_least(ratio, TARGET),
+                note=(
+                    f"server CPU {mine.cpu_ms_per_call:.2f} vs "
+                    f"{peer.cpu_ms_per_call:.2f} ms/request"
+                ),
+            )
+        )
+    return figures
 
 
 if __name__ == "__main__":

@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from asanoha.cli.api_workers import run_api_workers
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.schema_gate import require_current_schema
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
-def serve(app: AppOption, host: str = "127.0.0.1", port: int = 8000) -> None:
+#: How ``serve --workers N`` tells its worker processes which application to load.
+APP_VARIABLE = "ASANOHA_SERVE_APP"
+#: The import string of the factory those processes call.
+HTTP_APP_FACTORY = "asanoha.cli.serve:http_app_from_environment"
+
+
+def serve(
+    app: AppOption,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: Annotated[
+        int, typer.Option(min=1, help="API processes (uvicorn workers) sharing the port.")
+    ] = 1,
+) -> None:
     """Serve the HTTP API with uvicorn.
 
     Refuses a database whose schema is behind (run asanoha migrate); on SQLite it creates
@@ -16,4 +37,21 @@ def serve(app: AppOption, host: str = "127.0.0.1", port: int = 8000) -> None:
 
     loaded = load_app(app)
     require_current_schema(loaded, app)
-    uvicorn.run(loaded.http, host=host, port=port)
+    if workers == 1:
+        uvicorn.run(loaded.http, host=host, port=port)
+        return
+    # Each worker is a fresh process that imports the app itself, so it takes an import
+    # string: a factory that loads the --app this process was given, passed on in the
+    # environment the workers inherit.
+    loaded.close()
+    os.environ[APP_VARIABLE] = app
+    run_api_workers(HTTP_APP_FACTORY, host=host, port=port, workers=workers)
+
+
+def http_app_from_environment() -> FastAPI:
+    """The HTTP app of the application ``ASANOHA_SERVE_APP`` names (in a worker of
+    ``serve --workers N``)."""
+    reference = os.environ.get(APP_VARIABLE)
+    if not reference:
+        raise RuntimeError(f"{APP_VARIABLE} is not set: start API workers with asanoha serve")
+    return load_app(reference).http
