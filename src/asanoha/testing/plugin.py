@@ -8,8 +8,11 @@ from typing import Protocol
 import pytest
 
 from asanoha.platform.model import Feature
+from asanoha.testing.celery_drain import asanoha_drain
 from asanoha.testing.databases import DatabaseKind
 from asanoha.testing.stack import SettingsOverride, Stack
+
+__all__ = ["StackFactory", "asanoha_drain", "asanoha_stack"]
 
 
 class StackFactory(Protocol):

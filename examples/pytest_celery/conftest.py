@@ -1,0 +1,56 @@
+"""Celery's own pytest fixtures run the application's Celery in this process; asanoha_drain
+waits for its work. Needs Redis on 127.0.0.1:6379 (or set CELERY_BROKER_URL)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+from shop import feature
+
+from asanoha import App
+from asanoha.platform.settings import Settings
+from asanoha.testing.celery_drain import celery_worker_parameters_for
+from asanoha.workers.lanes import delete_queues, lane_queues
+
+# celery_app, celery_worker, celery_config, ...: Celery's fixtures, with an in-process worker.
+pytest_plugins = ["celery.contrib.pytest"]
+
+
+@pytest.fixture(scope="session")
+def celery_config() -> dict[str, Any]:
+    """The Celery settings of the test; the application's Celery takes them over."""
+    return {"broker_url": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")}
+
+
+@pytest.fixture
+def asanoha_app(celery_config: dict[str, Any], tmp_path: Path) -> Iterator[App]:
+    """The application, on its own SQLite file and its own queue names."""
+    settings = Settings(
+        database_url=f"sqlite+pysqlite:///{tmp_path / 'shop.sqlite3'}",
+        broker_url=celery_config["broker_url"],
+        queue_prefix=f"example-{uuid.uuid4().hex[:8]}",
+    )
+    app = App([feature], settings)
+    app.create_schema()
+    yield app
+    delete_queues(app.celery, lane_queues(settings))
+    app.close()
+
+
+@pytest.fixture
+def celery_app(asanoha_app: App, celery_config: dict[str, Any]) -> Celery:
+    """Celery's fixtures run the application's Celery, configured through celery_config."""
+    asanoha_app.celery.conf.update(celery_config)
+    return asanoha_app.celery
+
+
+@pytest.fixture
+def celery_worker_parameters(asanoha_app: App) -> dict[str, Any]:
+    """The worker consumes every lane queue of the application."""
+    return celery_worker_parameters_for(asanoha_app)

@@ -1,0 +1,28 @@
+"""The pytest example with Celery's own fixtures runs as shipped (examples/pytest_celery)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pytest_celery"
+
+
+def test_asanoha_drain_waits_for_the_in_process_celery_worker(tmp_path: Path) -> None:
+    # Copied out of the repository: its conftest must be the root one (pytest_plugins).
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE, project)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASANOHA_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env={**env, "PYTHONPATH": str(project)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
