@@ -44,14 +44,16 @@ def test_queries_are_read_only_and_hard_deletes_destructive(stack: Stack) -> Non
     listing = tools["catalog:query:item:list"]
     assert listing["risk"] == "low"
     assert listing["annotations"]["readOnlyHint"] is True
-    assert listing["annotations"]["destructiveHint"] is False
+    assert "destructiveHint" not in listing["annotations"]
     delete = tools["catalog:write:item:delete"]
     assert delete["risk"] == "high"
     assert delete["annotations"] == {
         "title": "catalog:write:item:delete",
         "readOnlyHint": False,
         "destructiveHint": True,
+        "idempotentHint": True,
     }
+    assert delete["_meta"] == {"asanoha.dev/agent": {"risk": "high", "approval": "approval required"}}
 
 
 def test_tools_are_filtered_by_the_callers_access(stack: Stack) -> None:

@@ -14,10 +14,18 @@ RISK_ORDER: dict[str, int] = {"low": 0, "mid": 1, "high": 2}
 
 @dataclass(frozen=True)
 class Agent:
-    """Declared agent hints. ``risk=None`` takes the default of the handler kind."""
+    """Declared agent hints. ``risk=None`` takes the default of the handler kind.
+
+    ``read_only``, ``destructive`` and ``idempotent`` are optional restatements of the MCP
+    annotations. The annotations are always derived from the resolved risk; a restatement
+    that contradicts the derivation is refused when the handler is defined.
+    """
 
     risk: Risk | None = None
     expose: bool | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
 
     def __post_init__(self) -> None:
         if self.risk is not None and self.risk not in RISK_ORDER:

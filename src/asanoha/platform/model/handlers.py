@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access
 from asanoha.platform.model.agent import Agent
+from asanoha.platform.model.agent_hints import check_declared_hints
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.entity import Entity
 
@@ -72,6 +73,11 @@ class HandlerDef:
     identity_switch: str | None = None
     #: Why ``ctx.write_as`` may act as the tenant's system user.
     system_identity: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every way of defining a handler (decorator, crud) ends here: one place refuses
+        # agent hints that contradict what the handler does.
+        check_declared_hints(self)
 
 
 @dataclass(frozen=True)
