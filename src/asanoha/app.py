@@ -6,9 +6,11 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.model import Feature, Registry
 from asanoha.platform.service import OutboxMessage, Service
+from asanoha.platform.service.approvals import approval_key
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, StoredEvent, create_all
 
@@ -40,11 +42,18 @@ class App:
 
     def __init__(self, features: Iterable[Feature], settings: Settings | None = None) -> None:
         self.settings = settings or Settings()
-        self.registry = Registry(features)
+        # Every application carries agent:write:approve; its handler reaches this app's
+        # approval desk when it runs.
+        approvals = agent_feature(
+            lambda conn, user, asked: self.service.approvals.mint(conn, user, asked)
+        )
+        self.registry = Registry([*features, approvals])
         self.database = Database(
             self.settings.database_url, pool_size=self.settings.database_pool_size
         )
-        self.service = Service(self.registry, self.database)
+        self.service = Service(
+            self.registry, self.database, approval_key=approval_key(self.settings.jwt_secret)
+        )
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(self.service)
         if self.registry.jobs or self.consumers:
@@ -88,10 +97,20 @@ class App:
 
     @functools.cached_property
     def http(self) -> FastAPI:
-        """The FastAPI application."""
-        from asanoha.platform.http import build_http_app
+        """The FastAPI application, with the MCP server at ``/mcp``."""
+        return self.build_http()
 
-        return build_http_app(self)
+    def build_http(self) -> FastAPI:
+        """A new FastAPI application of this app (``http`` is the one the app keeps)."""
+        from asanoha.agents import McpCallers, build_mcp_server
+        from asanoha.agents.mcp_http import McpHttpEndpoint
+        from asanoha.platform.http import build_http_app
+        from asanoha.platform.http.mounts import AsgiMount
+
+        endpoint = McpHttpEndpoint(
+            build_mcp_server(self.service, McpCallers(self.settings)), self.settings
+        )
+        return build_http_app(self, [AsgiMount("/mcp", endpoint, endpoint.lifespan)])
 
     @functools.cached_property
     def celery(self) -> Celery:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asanoha.cli import demo, explain, migrate, serve, tokens, tools, worker
+from asanoha.cli import demo, explain, mcp, migrate, serve, tokens, tools, worker
 from asanoha.cli.app_loading import load_app
 
 __all__ = ["cli", "load_app", "main"]
@@ -37,6 +37,7 @@ def options(
 
 
 cli.command()(demo.demo)
+cli.command()(mcp.mcp)
 cli.command()(serve.serve)
 cli.command()(worker.worker)
 cli.command()(tokens.token)

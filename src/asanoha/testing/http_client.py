@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2 as httpx  # the HTTP library of Starlette's TestClient
 import pytest
 from pydantic_core import to_jsonable_python
 from starlette.exceptions import StarletteDeprecationWarning

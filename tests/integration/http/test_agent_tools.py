@@ -53,7 +53,9 @@ def test_queries_are_read_only_and_hard_deletes_destructive(stack: Stack) -> Non
         "destructiveHint": True,
         "idempotentHint": True,
     }
-    assert delete["_meta"] == {"asanoha.dev/agent": {"risk": "high", "approval": "approval required"}}
+    assert delete["_meta"] == {
+        "asanoha.dev/agent": {"risk": "high", "approval": "approval required"}
+    }
 
 
 def test_tools_are_filtered_by_the_callers_access(stack: Stack) -> None:

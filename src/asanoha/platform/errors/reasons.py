@@ -43,3 +43,11 @@ class Reasons(StrEnum):
     INTERNAL_ERROR = "internal_error"
     # 503
     DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
+    # agents (MCP approvals)
+    AGENT_APPROVAL_REQUIRED = "agent.approval_required"
+    AGENT_APPROVAL_INVALID = "agent.approval_invalid"
+    AGENT_APPROVAL_EXPIRED = "agent.approval_expired"
+    AGENT_APPROVAL_USED = "agent.approval_used"
+    AGENT_APPROVAL_NOT_NEEDED = "agent.approval_not_needed"
+    AGENT_APPROVER_IS_AGENT = "agent.approver_is_agent"
+    AGENT_HIGH_RISK_NO_ALWAYS = "agent.high_risk_no_always"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.agent_tools import add_agent_tools_route
@@ -16,6 +18,7 @@ from asanoha.platform.http.batch import BatchRequest, add_batch_route
 from asanoha.platform.http.docs import add_docs_routes
 from asanoha.platform.http.health import health_router
 from asanoha.platform.http.metrics import add_metrics_route
+from asanoha.platform.http.mounts import AsgiMount, combined_lifespan
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 from asanoha.platform.http.routes import add_handler_routes
@@ -36,8 +39,9 @@ API_VERSION = "1"
 log = logging.getLogger("asanoha.http")
 
 
-def build_http_app(app: App) -> FastAPI:
-    """Routes for every handler of ``app.registry``, batch, health and agent tools."""
+def build_http_app(app: App, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
+    """Routes for every handler of ``app.registry``, batch, health and agent tools, and the
+    ``mounts`` (for example the MCP endpoint) with their lifespans."""
     if app.settings.jwt_secret == PLACEHOLDER_JWT_SECRET:
         log.warning(
             "ASANOHA_JWT_SECRET is not set: bearer tokens are signed with a public placeholder"
@@ -49,6 +53,7 @@ def build_http_app(app: App) -> FastAPI:
         description=f"Write and query handlers of the features: {features or 'none'}.",
         docs_url=None,
         redoc_url=None,
+        lifespan=combined_lifespan(mounts),
     )
     api.state.asanoha = app
     catalogue = SchemaCatalogue(
@@ -65,6 +70,8 @@ def build_http_app(app: App) -> FastAPI:
     add_agent_tools_route(api, app)
     add_batch_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
+    for mount in mounts:
+        api.router.routes.append(Route(mount.path, endpoint=mount.app))
     add_error_handlers(api, app)
     api.add_middleware(RequestIdMiddleware)
     install_openapi(api, catalogue)

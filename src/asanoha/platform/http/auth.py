@@ -28,6 +28,8 @@ def issue_token(settings: Settings, user: SessionUser, ttl: float | None = None)
         "iat": now,
         "exp": int(now + lifetime),
     }
+    if user.agent is not None:
+        claims["agent"] = user.agent
     return jwt.encode(claims, settings.jwt_secret, algorithm=settings.jwt_algorithm)
 
 
@@ -68,7 +70,16 @@ def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
         raise AuthenticationError(
             Reasons.TOKEN_INVALID, error="claim 'roles' must be a list of strings"
         )
-    return SessionUser.of(subject, tenant, roles)
+    user = SessionUser.of(subject, tenant, roles)
+    agent = claims.get("agent")
+    if agent is None or agent is False:
+        return user
+    if agent is True or (isinstance(agent, str) and agent):
+        # An agent principal: the claim names its run (``true`` when the issuer names none).
+        return user.as_agent("agent" if agent is True else agent)
+    raise AuthenticationError(
+        Reasons.TOKEN_INVALID, error="claim 'agent' must be a non-empty string or true"
+    )
 
 
 def bearer_token(authorization: str | None) -> str | None:

@@ -103,7 +103,7 @@ def _why_read_only(handler: HandlerDef, derived: ToolHints) -> str:
     if handler.kind == "query":
         return "it is a query, which cannot write"
     if derived.risk == "high":
-        return f"it resolves risk 'high' (it may reach an irreversible operation or rewrite instructions)"
+        return "it resolves risk 'high' (it may reach an irreversible operation or rewrite instructions)"
     return "it is a write handler"
 
 

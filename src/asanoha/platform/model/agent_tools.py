@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from asanoha.platform.model.agent import resolve_agent_exposure
 from asanoha.platform.model.agent_hints import ToolHints, derive_tool_hints
 from asanoha.platform.model.handlers import HandlerDef
 from asanoha.platform.model.registry import Registry
 from asanoha.platform.model.users import SessionUser
-from asanoha.platform.model.agent import resolve_agent_exposure
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,7 @@ def list_agent_tools(registry: Registry, user: SessionUser | None = None) -> lis
     return [
         AgentTool(handler, derive_tool_hints(handler))
         for handler in registry.handlers
-        if resolve_agent_exposure(handler).expose
-        and (user is None or handler.access.admits(user))
+        if resolve_agent_exposure(handler).expose and (user is None or handler.access.admits(user))
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -18,6 +19,19 @@ class SessionUser:
     tenant_id: str
     roles: frozenset[str] = field(default_factory=frozenset)
     is_anonymous: bool = False
+    #: Set when an agent acts (a token with an ``agent`` claim, or any MCP session): the agent
+    #: run it acts for. ``None``: a human (or the system user). High-risk writes by an agent
+    #: principal need a human's approval token.
+    agent: str | None = None
+
+    @property
+    def is_agent(self) -> bool:
+        """Whether an agent acts through this principal."""
+        return self.agent is not None
+
+    def as_agent(self, run: str) -> SessionUser:
+        """The same principal, marked as acting for the agent run ``run``."""
+        return dataclasses.replace(self, agent=run or "agent")
 
     @classmethod
     def of(cls, id: str, tenant_id: str, roles: Iterable[str] = ()) -> SessionUser:

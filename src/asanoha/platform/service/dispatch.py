@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from asanoha.platform.model import (
     to_kebab,
 )
 from asanoha.platform.service import gates, outbox
+from asanoha.platform.service.approvals import Approvals, ApprovalSigner
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
@@ -72,11 +74,16 @@ class Service:
         tables: Tables | None = None,
         *,
         publisher: OutboxPublisher | None = None,
+        approval_key: bytes | None = None,
     ) -> None:
         self.registry = registry
         self.database = database
         self.tables = tables or build_tables(registry)
         self.publisher = publisher
+        # Without a configured key (a bare Service in one process) a random one: tokens then
+        # hold only in this process.
+        signer = ApprovalSigner(approval_key or secrets.token_bytes(32))
+        self.approvals = Approvals(signer, registry, self.tables)
         #: Seconds an unpublished outbox row is left to its writer before the relay takes it.
         self.relay_grace: float = 5.0
         self._commit_listeners: list[CommitListener] = []
@@ -92,13 +99,16 @@ class Service:
         parent: Request | None = None,
         meta: RequestMeta | None = None,
         origin: WriteOrigin | None = None,
+        approval: str | None = None,
     ) -> Any:
         """Run the write handler ``qn`` for ``user`` and return its data.
 
         Without ``parent`` it is a top-level write in its own transaction, and the handler is
         the entry handler; ``origin`` (jobs, consumers) is the write that triggered the caller.
         With ``parent`` it runs in a savepoint of the parent's transaction and keeps the
-        parent's entry handler and origin.
+        parent's entry handler and origin. ``approval`` is a human's approval token, which an
+        agent principal needs for a high-risk handler (a nested write never asks: its entry
+        handler decides the gates).
         """
         if parent is not None:
             handler, model = self._admit(qn, "write", payload, user)
@@ -107,6 +117,9 @@ class Service:
             handler, model = self._admit(qn, "write", payload, user)
             with self.database.begin() as conn:
                 request = self._open(conn, "write", handler, user, meta, origin)
+                request.approval_id = self.approvals.require(
+                    conn, handler, model, user, approval, request.request_id
+                )
                 result = self._run_write(request, handler, model, user)
         self.after_commit(request)
         return result
@@ -136,6 +149,8 @@ class Service:
                             self._entry_of(handler),
                             WriteOrigin.of_call(handler.qn, user, handler.access),
                         )
+                    # A batch carries no approval tokens: an agent's high-risk item is refused.
+                    self.approvals.require(conn, handler, model, user, None, request.request_id)
                     results.append(self._run_write(request, handler, model, user))
                 except AsanohaError as error:
                     error.details["index"] = index

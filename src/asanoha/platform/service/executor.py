@@ -26,7 +26,7 @@ from asanoha.platform.errors import (
     VersionConflictError,
 )
 from asanoha.platform.model import EntityDef, SessionUser
-from asanoha.platform.service import gates
+from asanoha.platform.service import gates, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, read_events
@@ -345,6 +345,10 @@ class EntityExecutor(EntityReader):
             raise ConflictError(
                 Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
             ) from None
+        # The one place instruction-field writes are recorded: every row write passes here.
+        provenance.record_instruction_write(
+            self._conn, self._service.tables, self._request, self._user, self.entity_def, event
+        )
         if row is not None:
             for hook in self._service.registry.post_save_hooks(self.entity_def.key):
                 hook(row, self)

@@ -102,6 +102,8 @@ class Request:
     outbox: list[OutboxMessage] = field(default_factory=list)
     #: Events appended in this transaction, announced to commit listeners once it commits.
     appended: list[StoredEvent] = field(default_factory=list)
+    #: The human approval an agent's high-risk call runs under (recorded with provenance).
+    approval_id: uuid.UUID | None = None
 
     def with_entry(self, entry: EntryHandler, origin: WriteOrigin | None = None) -> Request:
         """The same transaction and pending lists under another entry handler (a batch item,

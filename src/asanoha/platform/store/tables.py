@@ -81,6 +81,10 @@ class Tables:
     job_runs: Table
     consumers: Table
     entities: dict[str, Table]
+    #: Approval tokens minted by humans for agents' high-risk calls.
+    agent_approvals: Table
+    #: Who wrote each ``read_as_instruction`` field, through which entry, with which approval.
+    instruction_provenance: Table
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -161,7 +165,74 @@ def build_tables(registry: Registry) -> Tables:
     entities = {
         entity_def.key: _entity_table(metadata, entity_def) for entity_def in registry.entities
     }
-    return Tables(metadata, events, outbox, job_runs, consumers, entities)
+    return Tables(
+        metadata,
+        events,
+        outbox,
+        job_runs,
+        consumers,
+        entities,
+        agent_approvals=_approvals_table(metadata),
+        instruction_provenance=_provenance_table(metadata),
+    )
+
+
+def _approvals_table(metadata: MetaData) -> Table:
+    """One row per approval token: what it admits, who approved, and when it was used.
+
+    The token itself is never stored: it is an HMAC the server recomputes from the call.
+    """
+    return Table(
+        "asanoha_agent_approvals",
+        metadata,
+        Column("id", Uuid, primary_key=True),
+        Column("tenant_id", String(64), nullable=False),
+        Column("handler_qn", String(200), nullable=False),
+        Column("principal", String(64), nullable=False),
+        Column("payload_digest", String(64), nullable=False),
+        Column("target_id", String(64), nullable=True),
+        Column("target_version", Integer, nullable=True),
+        Column("summary", Text, nullable=False),
+        Column("approved_by", String(64), nullable=False),
+        Column("channel", String(64), nullable=False),
+        Column("agent_run", String(200), nullable=True),
+        Column("tool_call", String(200), nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("expires_at", Timestamp, nullable=False),
+        Column("used_at", Timestamp, nullable=True),
+        Column("used_by_request", String(64), nullable=True),
+    )
+
+
+def _provenance_table(metadata: MetaData) -> Table:
+    """One row per successful write of one ``read_as_instruction`` field of one row."""
+    table = Table(
+        "asanoha_instruction_provenance",
+        metadata,
+        Column("id", Position, primary_key=True, autoincrement=True),
+        Column("tenant_id", String(64), nullable=False),
+        Column("entity", String(200), nullable=False),
+        Column("row_id", String(64), nullable=False),
+        Column("field", String(200), nullable=False),
+        Column("writer", String(64), nullable=False),
+        #: human | agent | system
+        Column("writer_kind", String(16), nullable=False),
+        Column("agent_run", String(200), nullable=True),
+        Column("entry_qn", String(200), nullable=True),
+        Column("entry_risk", String(8), nullable=True),
+        Column("approval_id", Uuid, nullable=True),
+        Column("payload_digest", String(64), nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+    )
+    Index(
+        "ix_asanoha_instruction_provenance_row",
+        table.c.tenant_id,
+        table.c.entity,
+        table.c.row_id,
+        table.c.field,
+        table.c.id,
+    )
+    return table
 
 
 def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:

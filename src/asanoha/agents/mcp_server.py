@@ -1,0 +1,111 @@
+"""``build_mcp_server``: the application's exposed handlers as MCP tools (official MCP SDK).
+
+The tool list is ``list_agent_tools`` for the caller (the same list as ``/api/agent/tools``
+and ``asanoha tools``). A tool call is a top-level dispatch through the service layer, so the
+called handler is the entry handler and every gate applies; the caller is an agent principal,
+so a high-risk write runs only with a human's approval token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from asanoha.agents.mcp_callers import McpCallers
+from asanoha.agents.mcp_results import error_result, success_result
+from asanoha.agents.trust import label_query_result
+from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
+from asanoha.platform.model import SessionUser
+from asanoha.platform.model.agent_tools import AgentTool, find_agent_tool, list_agent_tools
+from asanoha.platform.service import RequestMeta, Service
+
+#: Request ``_meta`` key of a tool call carrying a human's approval token.
+APPROVAL_META_KEY = "asanoha.dev/approval"
+#: Request ``_meta`` key naming the agent run a call belongs to (recorded with provenance).
+AGENT_RUN_META_KEY = "asanoha.dev/agentRun"
+
+Context = ServerRequestContext[Any, Any]
+
+
+def to_mcp_tool(tool: AgentTool) -> types.Tool:
+    """An ``AgentTool`` as an MCP ``Tool``: schema, derived annotations, risk under ``_meta``."""
+    return types.Tool.model_validate(
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "annotations": tool.hints.annotations(tool.name),
+            "_meta": tool.hints.meta(),
+        }
+    )
+
+
+def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha") -> Server[Any]:
+    """A low-level MCP server whose tools are ``service``'s exposed handlers."""
+    registry = service.registry
+
+    async def list_tools(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        user = callers.user_of(ctx.request)
+        return types.ListToolsResult(
+            tools=[to_mcp_tool(tool) for tool in list_agent_tools(registry, user)]
+        )
+
+    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        meta: dict[str, Any] = dict(params.meta or {})
+        tool_call = str(ctx.request_id) if ctx.request_id is not None else None
+        run = meta.get(AGENT_RUN_META_KEY)
+        try:
+            user = callers.user_of(ctx.request, run if isinstance(run, str) else None)
+        except AsanohaError as error:
+            return error_result(error, tool_call)
+        tool = find_agent_tool(registry, user, params.name)
+        if tool is None:
+            # Not listed for this caller: answer as if it did not exist.
+            return error_result(NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=params.name))
+        token = meta.get(APPROVAL_META_KEY)
+        arguments = params.arguments or {}
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: _dispatch(service, tool, arguments, user, token, tool_call)
+            )
+        except AsanohaError as error:
+            return error_result(error, tool_call)
+
+    return Server(
+        name,
+        instructions=(
+            "Tools are this application's handlers. Annotations derive from each handler's "
+            "risk; a tool marked 'approval required' runs only with a human's approval token "
+            f"in the call's _meta under {APPROVAL_META_KEY!r} (mint it with agent:write:approve)."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _dispatch(
+    service: Service,
+    tool: AgentTool,
+    arguments: dict[str, Any],
+    user: SessionUser,
+    token: Any,
+    tool_call: str | None,
+) -> types.CallToolResult:
+    meta = RequestMeta(causation_id=f"mcp:{tool_call}" if tool_call else None)
+    if tool.handler.kind == "write":
+        data = service.dispatch_write(
+            tool.name,
+            arguments,
+            user,
+            meta=meta,
+            approval=token if isinstance(token, str) else None,
+        )
+        return success_result(data)
+    data = service.dispatch_query(tool.name, arguments, user, meta=meta)
+    return success_result(data, label_query_result(service, tool.handler, user, data))

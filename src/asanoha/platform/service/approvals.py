@@ -1,0 +1,397 @@
+"""Approval tokens: a human's consent to exactly one high-risk call by an agent principal.
+
+A token is ``<approval id>.<expiry>.<mac>``; the mac is an HMAC over the handler QN, the
+tenant, the calling principal, the canonical JSON of the validated payload, the target row id
+and version (where the payload names a row) and the expiry. At the call the server recomputes
+it from what is actually being called, so editing any argument, calling another handler,
+another row version or as another principal invalidates the token. Its row records who
+approved, through which channel, for which agent run and tool call, and the first use: a
+replay answers 409.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from sqlalchemy import Connection, insert, select, update
+
+from asanoha.platform.errors import (
+    AccessDeniedError,
+    ConflictError,
+    NotFoundError,
+    Reasons,
+    UnprocessableError,
+)
+from asanoha.platform.model import HandlerDef, Registry, SessionUser, instruction_fields
+from asanoha.platform.model.agent_hints import derive_tool_hints
+from asanoha.platform.service.validation import validate_payload
+from asanoha.platform.store import Tables
+
+#: Longest lifetime of an approval token, in seconds.
+MAX_APPROVAL_TTL = 3600
+#: Longest text of one field value shown in a summary.
+SUMMARY_TEXT_LIMIT = 2000
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling of a JSON value: sorted keys, no spaces, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def payload_digest(model: pydantic.BaseModel) -> str:
+    """SHA-256 of the canonical JSON of a validated payload (defaults included)."""
+    return hashlib.sha256(canonical_json(model.model_dump(mode="json")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Target:
+    """The row a call acts on, where its payload names one: id and current version."""
+
+    id: str | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One instruction field a call would write: its text now and after the call."""
+
+    entity: str
+    field: str
+    old: Any
+    new: Any
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for the approval-required result."""
+        return {"entity": self.entity, "field": self.field, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class CallDescription:
+    """What a human is asked to approve."""
+
+    handler: HandlerDef
+    principal: str
+    tenant_id: str
+    payload: dict[str, Any]
+    payload_digest: str
+    target: Target
+    changes: tuple[FieldChange, ...]
+
+    @property
+    def summary(self) -> str:
+        """A human-readable sentence per change: handler, row, old and new instruction text."""
+        row = f" row {self.target.id}" if self.target.id else ""
+        version = f" (version {self.target.version})" if self.target.version else ""
+        lines = [f"{self.principal} (agent) calls {self.handler.qn} on{row or ' a new row'}"]
+        lines[0] += f"{version}."
+        if self.handler.description:
+            lines.append(self.handler.description)
+        for change in self.changes:
+            lines.append(
+                f"{change.entity}.{change.field} (read as instructions): "
+                f"{_shorten(change.old)!r} -> {_shorten(change.new)!r}"
+            )
+        if not self.changes:
+            lines.append(f"Payload: {_shorten(canonical_json(self.payload))}")
+        return "\n".join(lines)
+
+    def details(self) -> dict[str, Any]:
+        """The details of an approval-required error: what a client needs to ask a human."""
+        return {
+            "handler": self.handler.qn,
+            "resolved_risk": "high",
+            "payload_digest": self.payload_digest,
+            "summary": self.summary,
+            "changes": [change.to_json() for change in self.changes],
+            "target": {"id": self.target.id, "version": self.target.version},
+            "approve_with": "agent:write:approve",
+        }
+
+
+class ApprovalSigner:
+    """Mints and checks the HMAC of approval tokens with one server key."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("an approval key needs at least 16 bytes")
+        self._key = key
+
+    def mac(self, approval_id: uuid.UUID, call: CallDescription, expires: int) -> str:
+        """The HMAC binding ``approval_id`` to exactly ``call`` until ``expires``."""
+        message = canonical_json(
+            {
+                "approval": str(approval_id),
+                "handler": call.handler.qn,
+                "tenant": call.tenant_id,
+                "principal": call.principal,
+                "payload": call.payload_digest,
+                "target_id": call.target.id,
+                "target_version": call.target.version,
+                "expires": expires,
+            }
+        )
+        digest = hmac.new(self._key, message.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+    def token(self, approval_id: uuid.UUID, call: CallDescription, expires: int) -> str:
+        """The token handed to the approver, to pass on to the agent's harness."""
+        return f"{approval_id}.{expires}.{self.mac(approval_id, call, expires)}"
+
+    def check(self, token: str, call: CallDescription, now: float) -> uuid.UUID:
+        """The approval id of ``token`` if it was minted for exactly ``call`` and is current."""
+        try:
+            raw_id, raw_expires, mac = token.split(".")
+            approval_id, expires = uuid.UUID(raw_id), int(raw_expires)
+        except ValueError:
+            raise AccessDeniedError(
+                Reasons.AGENT_APPROVAL_INVALID, handler=call.handler.qn
+            ) from None
+        if not hmac.compare_digest(mac, self.mac(approval_id, call, expires)):
+            raise AccessDeniedError(Reasons.AGENT_APPROVAL_INVALID, handler=call.handler.qn)
+        if now >= expires:
+            raise AccessDeniedError(
+                Reasons.AGENT_APPROVAL_EXPIRED,
+                handler=call.handler.qn,
+                expires_at=dt.datetime.fromtimestamp(expires, dt.UTC).isoformat(),
+            )
+        return approval_id
+
+
+def needs_approval(handler: HandlerDef, user: SessionUser) -> bool:
+    """A write that resolves ``high``, called directly by an agent principal."""
+    return user.is_agent and derive_tool_hints(handler).approval_required
+
+
+def describe_call(
+    conn: Connection,
+    registry: Registry,
+    tables: Tables,
+    handler: HandlerDef,
+    model: pydantic.BaseModel,
+    user: SessionUser,
+) -> CallDescription:
+    """What ``user`` calling ``handler`` with ``model`` would do, for a human to approve.
+
+    A standard create or update shows the old and new text of each instruction field it
+    carries (old read from the row); a custom handler shows the payload.
+    """
+    payload = model.model_dump(mode="json")
+    raw_id = payload.get("id")
+    row: dict[str, Any] | None = None
+    entity_key = f"{handler.feature}:{handler.crud.entity}" if handler.crud else None
+    if raw_id is not None and entity_key is not None:
+        table = tables.entity(entity_key)
+        found = (
+            conn.execute(
+                select(table).where(
+                    table.c.id == uuid.UUID(str(raw_id)), table.c.tenant_id == user.tenant_id
+                )
+            )
+            .mappings()
+            .first()
+        )
+        row = dict(found) if found is not None else None
+    if row is not None:
+        target = Target(str(raw_id), int(row["version"]))
+    elif raw_id is not None:
+        version = payload.get("version")
+        target = Target(str(raw_id), version if isinstance(version, int) else None)
+    else:
+        target = Target()
+    changes: list[FieldChange] = []
+    if entity_key is not None and handler.crud and handler.crud.verb in ("create", "update"):
+        entity_def = registry.entity(entity_key)
+        written = payload.get("changes", {}) if handler.crud.verb == "update" else payload
+        flagged = instruction_fields(entity_def.entity)
+        for name in sorted(flagged & set(written or {})):
+            old = row.get(name) if row is not None else None
+            changes.append(FieldChange(entity_key, name, old, written[name]))
+    return CallDescription(
+        handler=handler,
+        principal=user.id,
+        tenant_id=user.tenant_id,
+        payload=payload,
+        payload_digest=payload_digest(model),
+        target=target,
+        changes=tuple(changes),
+    )
+
+
+def require_approval(
+    conn: Connection,
+    signer: ApprovalSigner,
+    registry: Registry,
+    tables: Tables,
+    handler: HandlerDef,
+    model: pydantic.BaseModel,
+    user: SessionUser,
+    token: str | None,
+    request_id: str,
+) -> uuid.UUID | None:
+    """The admission step for agent principals: the approval id the call runs under.
+
+    ``None`` when the call needs no approval. Without a token: 403 ``agent.approval_required``
+    carrying what a human must see. A token for anything else: 403 ``agent.approval_invalid``;
+    an expired one 403 ``agent.approval_expired``; a used one 409 ``agent.approval_used``. The
+    first use is recorded in the caller's transaction, so a call that fails later leaves the
+    token unused.
+    """
+    if not needs_approval(handler, user):
+        return None
+    call = describe_call(conn, registry, tables, handler, model, user)
+    if token is None:
+        raise AccessDeniedError(Reasons.AGENT_APPROVAL_REQUIRED, **call.details())
+    now = dt.datetime.now(dt.UTC)
+    approval_id = signer.check(token, call, now.timestamp())
+    approvals = tables.agent_approvals
+    # Read (and lock) before writing, so a replay is refused without sending any write; a
+    # concurrent use of the same token waits here and then sees it used.
+    recorded = conn.execute(
+        select(approvals.c.used_at)
+        .where(approvals.c.id == approval_id, approvals.c.tenant_id == user.tenant_id)
+        .with_for_update()
+    ).first()
+    if recorded is None:
+        raise AccessDeniedError(Reasons.AGENT_APPROVAL_INVALID, handler=handler.qn)
+    if recorded.used_at is not None:
+        raise ConflictError(
+            Reasons.AGENT_APPROVAL_USED, handler=handler.qn, approval_id=str(approval_id)
+        )
+    conn.execute(
+        update(approvals)
+        .where(approvals.c.id == approval_id)
+        .values(used_at=now, used_by_request=request_id)
+    )
+    return approval_id
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What a human approves: a call of ``handler`` with ``payload`` by ``principal``."""
+
+    handler: str
+    payload: dict[str, Any]
+    principal: str
+    channel: str
+    agent_run: str | None = None
+    tool_call: str | None = None
+    ttl_seconds: int = 600
+    always: bool = False
+
+
+def mint_approval(
+    conn: Connection,
+    signer: ApprovalSigner,
+    registry: Registry,
+    tables: Tables,
+    approver: SessionUser,
+    asked: ApprovalRequest,
+) -> dict[str, Any]:
+    """Record ``approver``'s consent and return the token for exactly the asked call.
+
+    The approver must be a human whom the target handler admits; the payload is validated
+    with the handler's model, so the digest is the one the call will have.
+    """
+    handler = registry.find_handler(asked.handler)
+    if handler is None or handler.kind != "write":
+        raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=asked.handler)
+    hints = derive_tool_hints(handler)
+    if approver.is_agent:
+        raise AccessDeniedError(
+            Reasons.AGENT_APPROVER_IS_AGENT, handler=handler.qn, agent=approver.agent
+        )
+    if asked.always and hints.approval_required:
+        raise AccessDeniedError(
+            Reasons.AGENT_HIGH_RISK_NO_ALWAYS, handler=handler.qn, resolved_risk=hints.risk
+        )
+    if not hints.approval_required:
+        raise UnprocessableError(
+            Reasons.AGENT_APPROVAL_NOT_NEEDED, handler=handler.qn, resolved_risk=hints.risk
+        )
+    if not handler.access.admits(approver):
+        raise AccessDeniedError(
+            Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
+        )
+    model = validate_payload(handler.payload_model, asked.payload, handler.qn)
+    principal = SessionUser.of(asked.principal, approver.tenant_id).as_agent(
+        asked.agent_run or "agent"
+    )
+    call = describe_call(conn, registry, tables, handler, model, principal)
+    now = dt.datetime.now(dt.UTC)
+    ttl = max(1, min(asked.ttl_seconds, MAX_APPROVAL_TTL))
+    expires = int(now.timestamp()) + ttl
+    approval_id = uuid.uuid4()
+    conn.execute(
+        insert(tables.agent_approvals).values(
+            id=approval_id,
+            tenant_id=approver.tenant_id,
+            handler_qn=handler.qn,
+            principal=asked.principal,
+            payload_digest=call.payload_digest,
+            target_id=call.target.id,
+            target_version=call.target.version,
+            summary=call.summary,
+            approved_by=approver.id,
+            channel=asked.channel,
+            agent_run=asked.agent_run,
+            tool_call=asked.tool_call,
+            created_at=now,
+            expires_at=dt.datetime.fromtimestamp(expires, dt.UTC),
+        )
+    )
+    return {
+        "approval_id": str(approval_id),
+        "token": signer.token(approval_id, call, expires),
+        "expires_at": dt.datetime.fromtimestamp(expires, dt.UTC).isoformat(),
+        "handler": handler.qn,
+        "payload_digest": call.payload_digest,
+        "summary": call.summary,
+    }
+
+
+class Approvals:
+    """The approval desk of one service: its signer, registry and tables."""
+
+    def __init__(self, signer: ApprovalSigner, registry: Registry, tables: Tables) -> None:
+        self.signer = signer
+        self._registry = registry
+        self._tables = tables
+
+    def require(
+        self,
+        conn: Connection,
+        handler: HandlerDef,
+        model: pydantic.BaseModel,
+        user: SessionUser,
+        token: str | None,
+        request_id: str,
+    ) -> uuid.UUID | None:
+        """See ``require_approval``."""
+        return require_approval(
+            conn, self.signer, self._registry, self._tables, handler, model, user, token, request_id
+        )
+
+    def mint(
+        self, conn: Connection, approver: SessionUser, asked: ApprovalRequest
+    ) -> dict[str, Any]:
+        """See ``mint_approval``."""
+        return mint_approval(conn, self.signer, self._registry, self._tables, approver, asked)
+
+
+def approval_key(secret: str) -> bytes:
+    """The approval HMAC key derived from the token secret (a separate key per purpose)."""
+    return hmac.new(secret.encode(), b"asanoha approval tokens v1", hashlib.sha256).digest()
+
+
+def _shorten(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > SUMMARY_TEXT_LIMIT:
+        return value[:SUMMARY_TEXT_LIMIT] + "…"
+    return value
