@@ -13,17 +13,11 @@ from asanoha.cli.app_loading import AppOption, load_app
 
 
 def exposed_tools(reference: str) -> list[dict[str, Any]]:
-    """Every exposed handler described as ``GET /api/agent/tools`` describes it, for any caller."""
-    from asanoha.platform.http.agent_tools import describe_tool
-    from asanoha.platform.model import resolve_agent_exposure
+    """Every exposed handler described as ``GET /api/agent/tools`` and the MCP server describe
+    it (one listing, ``list_agent_tools``), for any caller."""
+    from asanoha.platform.model.agent_tools import list_agent_tools
 
-    registry = load_app(reference).registry
-    tools = []
-    for handler in registry.handlers:
-        exposure = resolve_agent_exposure(handler)
-        if exposure.expose:
-            tools.append(describe_tool(handler, exposure))
-    return tools
+    return [tool.to_json() for tool in list_agent_tools(load_app(reference).registry)]
 
 
 def tools(
@@ -48,7 +42,7 @@ def tools(
             tool["name"],
             tool["kind"],
             tool["risk"],
-            "yes" if tool["annotations"]["destructiveHint"] else "no",
+            "yes" if tool["annotations"].get("destructiveHint") else "no",
             tool["description"],
         )
     Console().print(table, highlight=False)
