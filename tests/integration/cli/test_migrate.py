@@ -18,6 +18,8 @@ PLATFORM_TABLES = {
     "asanoha_outbox",
     "asanoha_job_runs",
     "asanoha_consumers",
+    "asanoha_agent_approvals",
+    "asanoha_instruction_provenance",
 }
 
 
