@@ -167,10 +167,10 @@ def test_soft_delete_is_not_forced_high() -> None:
         write=ADMIN,
         read=ADMIN,
         exclude_fields={"update": ["body"], "create": ["body"]},
-        agent={"delete": Agent(risk="mid")},
+        agent={"delete": Agent(risk="low")},
     )
     registry = Registry([feature])
-    assert resolve_agent_exposure(registry.handler("f:write:prompt:delete")).risk == "mid"
+    assert resolve_agent_exposure(registry.handler("f:write:prompt:delete")).risk == "low"
 
 
 @pytest.mark.parametrize("verb", ["create", "update"])

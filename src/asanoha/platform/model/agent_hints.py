@@ -59,9 +59,11 @@ class ToolHints:
 
 
 def derive_tool_hints(handler: HandlerDef) -> ToolHints:
-    """Queries are read-only; writes are mid (additive) or high (destructive).
+    """Queries (``low`` unless declared otherwise) are read-only; writes are additive (``mid``)
+    or destructive (``high``).
 
-    A write never resolves ``low``: ``check_declared_hints`` refuses it at definition time.
+    A write declared ``low`` is still a write: it is announced like ``mid``, never as
+    read-only, since it changes state whatever its declared risk.
     """
     risk = resolve_agent_exposure(handler).risk
     if handler.kind == "query":
@@ -80,11 +82,6 @@ def check_declared_hints(handler: HandlerDef) -> None:
     declared = handler.agent
     if declared is None:
         return
-    if handler.kind == "write" and declared.risk == "low":
-        raise DefinitionError(
-            f"{handler.qn} declares Agent(risk='low') but it is a write handler: agents read "
-            "'low' as read-only. Declare risk='mid', or 'high' if it deletes or rewrites"
-        )
     derived = derive_tool_hints(handler)
     for hint, value, why in (
         ("read_only", declared.read_only, _why_read_only(handler, derived)),
