@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from asanoha.cli.api_workers import run_api_workers
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.embedded import announce_development_token, embedded_worker, uses_embedded_broker
 from asanoha.cli.schema_gate import require_current_schema
 
 if TYPE_CHECKING:
@@ -31,20 +33,35 @@ def serve(
     """Serve the HTTP API with uvicorn.
 
     Refuses a database whose schema is behind (run asanoha migrate); on SQLite it creates
-    and upgrades the schema itself.
+    and upgrades the schema itself. On the in-process broker (memory://, the default) it also
+    runs the jobs; without ASANOHA_JWT_SECRET it prints a development token.
     """
     import uvicorn
 
     loaded = load_app(app)
     require_current_schema(loaded, app)
     if workers == 1:
-        uvicorn.run(loaded.http, host=host, port=port)
+        announce_development_token(loaded)
+        with embedded_worker(loaded):
+            uvicorn.run(loaded.http, host=host, port=port)
         return
+    if uses_embedded_broker(loaded) and loaded.registry.jobs:
+        typer.echo(
+            "asanoha serve --workers needs a broker its processes share; the in-process "
+            "memory:// broker serves one process. Set ASANOHA_BROKER_URL (redis://... or "
+            "amqp://...) and run asanoha worker, or serve with one worker.",
+            err=True,
+        )
+        raise typer.Exit(1)
     # Each worker is a fresh process that imports the app itself, so it takes an import
     # string: a factory that loads the --app this process was given, passed on in the
     # environment the workers inherit.
     loaded.close()
     os.environ[APP_VARIABLE] = app
+    # /metrics of any API process adds up every process (prometheus_client multiprocess mode).
+    os.environ.setdefault(
+        "PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="asanoha-api-metrics-")
+    )
     run_api_workers(HTTP_APP_FACTORY, host=host, port=port, workers=workers)
 
 
