@@ -51,3 +51,31 @@ def test_quickstart_declares_calls_and_tests(tmp_path: Path) -> None:
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "2 passed" in tested.stdout
+
+
+def test_agents_example_runs_an_mcp_session_with_an_approval(tmp_path: Path) -> None:
+    blocks = python_blocks()
+    declare = blocks[0]
+    client = next(block for block in blocks if block.startswith("# agent_client.py"))
+    (tmp_path / "shop.py").write_text(declare, encoding="utf-8")
+    (tmp_path / "agent_client.py").write_text(client, encoding="utf-8")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{tmp_path / 'shop.sqlite3'}",
+        "ASANOHA_JWT_SECRET": "a-long-random-secret-for-the-readme-test",
+    }
+    ran = subprocess.run(
+        [sys.executable, "agent_client.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "agent.approval_required" in lines
+    assert "created tone" in lines
+    assert "trust trusted" in lines
+    assert any(line.startswith("prompts:write:prompt:create") for line in lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -91,7 +92,8 @@ def apply_floor(qn: str, declared: Agent | None, floor: tuple[Risk, str] | None)
                 f"{floor_risk!r}. Declare risk={floor_risk!r}, or exclude the fields"
             )
         return declared
-    return Agent(risk=floor_risk, expose=declared.expose if declared else None)
+    # Keep the other declared hints: they are checked against the floored risk.
+    return dataclasses.replace(declared, risk=floor_risk) if declared else Agent(risk=floor_risk)
 
 
 def build_crud_handlers(
