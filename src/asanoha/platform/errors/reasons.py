@@ -22,6 +22,7 @@ class Reasons(StrEnum):
     WRITE_IN_QUERY_DENIED = "write_in_query_denied"
     IDENTITY_SWITCH_DENIED = "identity_switch_denied"
     SYSTEM_IDENTITY_SWITCH_DENIED = "system_identity_switch_denied"
+    EVENT_APPEND_DENIED = "event_append_denied"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
@@ -41,6 +42,7 @@ class Reasons(StrEnum):
     RATE_LIMITED = "rate_limited"
     # 500
     INTERNAL_ERROR = "internal_error"
+    PRE_SAVE_HOOK_FAILED = "pre_save_hook_failed"
     # 503
     DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
     # agents (MCP approvals)

@@ -56,9 +56,11 @@ from asanoha.platform.store import (
     StoredEvent,
     Tables,
     append_event,
+    apply_entity_event,
     build_tables,
     stream_version,
 )
+from asanoha.platform.store.projections import entity_of_event, lock_entity_row, stream_entity
 
 CommitListener = Callable[[Sequence[StoredEvent]], None]
 log = logging.getLogger("asanoha.service")
@@ -307,22 +309,40 @@ class Service:
         stream_type: str | None,
         expected_version: int | None,
     ) -> StoredEvent:
-        """Append a declared domain event (see ``WriteContext.append_event``)."""
+        """Append a declared domain event (see ``WriteContext.append_event``).
+
+        A handler appends only its own feature's domain events; entity events come from the
+        entity executor alone (403 ``event_append_denied``). On an entity's stream the event
+        also moves the row's version, under the row's lock like every entity write.
+        """
         qn = event.qn if isinstance(event, EventDef) else event
         declared = self.registry.event(qn)
         if declared is None:
             raise LookupError(f"{handler.qn}: event {qn!r} is not declared; use feature.event(...)")
+        if declared.feature != handler.feature or entity_of_event(self.registry, qn) is not None:
+            raise AccessDeniedError(
+                Reasons.EVENT_APPEND_DENIED, handler=handler.qn, event=qn, feature=handler.feature
+            )
         if declared.model is not None:
             body = validate_payload(declared.model, payload, handler.qn).model_dump(mode="json")
         elif isinstance(payload, dict):
             body = payload
         else:
             raise invalid_field(handler.qn, "$", "dict_type", "an event payload is a JSON object")
+        conn = request.conn
+        entity_def = stream_entity(conn, self.tables, self.registry, user.tenant_id, stream_id)
         expected = expected_version
+        if entity_def is not None:
+            # The stream is the entity's: the event takes its stream type, and the row lock
+            # comes first, as in the executor, so concurrent writers queue instead of deadlock.
+            stream_type = entity_def.key
+            locked = lock_entity_row(conn, self.tables, entity_def, user.tenant_id, stream_id)
+            if expected is None and locked is not None:
+                expected = locked
         if expected is None:
-            expected = stream_version(request.conn, self.tables, user.tenant_id, stream_id)
+            expected = stream_version(conn, self.tables, user.tenant_id, stream_id)
         stored = append_event(
-            request.conn,
+            conn,
             self.database.backend,
             self.tables,
             tenant_id=user.tenant_id,
@@ -335,6 +355,8 @@ class Service:
             created_by=user.id,
             schema_version=declared.schema_version,
         )
+        if entity_def is not None:
+            apply_entity_event(conn, self.tables, entity_def, stored)
         request.appended.append(stored)
         return stored
 

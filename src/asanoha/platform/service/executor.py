@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-from sqlalchemy import Connection, Select, exc, select, update
+from sqlalchemy import Connection, Select, exc, select
 
 from asanoha.platform.errors import (
     ConflictError,
+    InternalError,
     NotFoundError,
     Reasons,
     UnprocessableError,
@@ -29,7 +31,8 @@ from asanoha.platform.model import EntityDef, SessionUser
 from asanoha.platform.service import gates, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
-from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, read_events
+from asanoha.platform.store import StoredEvent, append_event, apply_entity_event
+from asanoha.platform.store.erasure import scrub_job_payloads, scrub_stream
 from asanoha.platform.store.projections import Row, encode_values
 
 if TYPE_CHECKING:
@@ -209,6 +212,11 @@ class EntityExecutor(EntityReader):
     """Reads and writes one entity for one caller: what a write handler gets."""
 
     # -- writes -----------------------------------------------------------------------------
+    #
+    # Every verb that changes a row locks it first, then appends its event, then projects it:
+    # one lock order for all writers of a stream (domain events on an entity stream too), so
+    # concurrent writers queue on the row instead of deadlocking on the event's unique key.
+    # The row carries its stream's version, so the version a reader sees is the one to send.
 
     def create(self, data: Mapping[str, Any]) -> Row:
         """Create a row (a new stream). ``data`` may carry an ``id`` for the new stream."""
@@ -223,8 +231,13 @@ class EntityExecutor(EntityReader):
                 values[name] = default() if callable(default) else default
         values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
         self._check_write_gates("create", values)
-        event = self._append(str(stream_id), 0, "created", {"data": encode_values(values)})
-        return self._project(event)  # type: ignore[return-value]
+        return self._record(  # type: ignore[return-value]
+            str(stream_id),
+            0,
+            "created",
+            {"data": encode_values(values)},
+            may_conflict=bool(entity.unique),
+        )
 
     def update(
         self,
@@ -243,27 +256,29 @@ class EntityExecutor(EntityReader):
             )
         model = self.entity_def.entity.changes_model()
         values = self._validate(model, dict(changes))
-        row = self._load_live(id, for_update=skip_optimistic_lock)
+        row = self._load_live(id, for_update=True)
         if not skip_optimistic_lock and version != row["version"]:
             raise VersionConflictError(
                 stream_id=str(row["id"]), expected_version=version, current_version=row["version"]
             )
         values = self._run_pre_save(values, row, is_new=False, model=model)
         self._check_write_gates("update", values)
-        event = self._append(
-            str(row["id"]), row["version"], "updated", {"changes": encode_values(values)}
+        return self._record(  # type: ignore[return-value]
+            str(row["id"]),
+            row["version"],
+            "updated",
+            {"changes": encode_values(values)},
+            may_conflict=not self._unique_fields.isdisjoint(values),
         )
-        return self._project(event)  # type: ignore[return-value]
 
     def delete(self, id: uuid.UUID | str) -> Row:
         """Soft-delete the row, or hard-delete it when the entity has no soft delete."""
         hard = not self.entity_def.entity.soft_delete
         if hard:
             gates.check_irreversible(self._request, self.entity_def, "delete")
-        row = self._load_live(id)
-        event = self._append(str(row["id"]), row["version"], "deleted", {"hard": hard})
-        projected = self._project(event)
-        return projected or {"id": row["id"], "version": event.version, "deleted": True}
+        row = self._load_live(id, for_update=True)
+        projected = self._record(str(row["id"]), row["version"], "deleted", {"hard": hard})
+        return projected or {"id": row["id"], "version": row["version"] + 1, "deleted": True}
 
     def restore(self, id: uuid.UUID | str) -> Row:
         """Undo a soft delete."""
@@ -271,25 +286,28 @@ class EntityExecutor(EntityReader):
             raise UnprocessableError(
                 error=f"{self.entity_def.key} has no soft delete to restore from"
             )
-        row = self._load(id, include_deleted=True)
+        row = self._load(id, include_deleted=True, for_update=True)
         if not row["is_deleted"]:
             raise ConflictError(
                 Reasons.ENTITY_NOT_DELETED, entity=self.entity_def.key, id=str(row["id"])
             )
-        event = self._append(str(row["id"]), row["version"], "restored", {})
-        return self._project(event)  # type: ignore[return-value]
+        return self._record(str(row["id"]), row["version"], "restored", {})  # type: ignore[return-value]
 
     def forget(self, id: uuid.UUID | str) -> Row:
-        """Erase the row and the personal values in its stream's earlier events. Irreversible."""
+        """Erase the row and the personal values in its stream's events and its jobs' payloads.
+        Irreversible."""
         gates.check_irreversible(self._request, self.entity_def, "forget")
-        row = self._load(id, include_deleted=True)
+        row = self._load(id, include_deleted=True, for_update=True)
         stream_id = str(row["id"])
         self._scrub_personal_values(stream_id)
-        event = self._append(stream_id, row["version"], "forgotten", {})
-        self._project(event)
-        return {"id": row["id"], "version": event.version, "forgotten": True}
+        self._record(stream_id, row["version"], "forgotten", {})
+        return {"id": row["id"], "version": row["version"] + 1, "forgotten": True}
 
     # -- steps ------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _unique_fields(self) -> frozenset[str]:
+        return frozenset(name for index in self.entity_def.entity.unique for name in index)
 
     def _validate(self, model: type[pydantic.BaseModel], data: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -305,20 +323,67 @@ class EntityExecutor(EntityReader):
         is_new: bool,
         model: type[pydantic.BaseModel],
     ) -> dict[str, Any]:
-        hooks = self._service.registry.pre_save_hooks(self.entity_def.key)
-        for hook in hooks:
-            values = dict(hook(dict(values), previous, is_new))
-        # A hook may add or change fields: validate the result like caller input.
-        return self._validate(model, values) if hooks else values
+        for hook in self._service.registry.pre_save_hooks(self.entity_def.key):
+            changed = hook(dict(values), previous, is_new)
+            # A hook may add or change fields: its result is checked like caller input, but a
+            # value it breaks is the application's fault, not the caller's (500, not 400).
+            try:
+                values = model.model_validate(changed).model_dump(exclude_unset=True)
+            except pydantic.ValidationError as error:
+                raise InternalError(
+                    Reasons.PRE_SAVE_HOOK_FAILED,
+                    entity=self.entity_def.key,
+                    hook=_qualified_name(hook),
+                    fields=field_errors(error),
+                ) from None
+        return values
 
     def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
         gates.check_public_intake(self._request, self.entity_def, values.keys())
         gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
 
+    def _record(
+        self,
+        stream_id: str,
+        expected: int,
+        verb: str,
+        payload: dict[str, Any],
+        *,
+        may_conflict: bool = False,
+    ) -> Row | None:
+        """Append the verb's event and project it onto the row: both happen or neither does.
+
+        Only a write that touches a unique index can fail between the two; it runs in a
+        savepoint, so the failure leaves the transaction usable (a handler may catch the
+        ``ConflictError`` and go on). Other writes pay no savepoint (two round trips).
+        """
+        if not may_conflict:
+            event = self._append(stream_id, expected, verb, payload)
+            row = self._project(event)
+        else:
+            savepoint = self._conn.begin_nested()
+            try:
+                event = self._append(stream_id, expected, verb, payload)
+                row = self._project(event)
+            except BaseException:
+                savepoint.rollback()
+                raise
+            savepoint.commit()
+        if self._request is not None:
+            self._request.appended.append(event)
+        # The one place instruction-field writes are recorded: every row write passes here.
+        provenance.record_instruction_write(
+            self._conn, self._service.tables, self._request, self._user, self.entity_def, event
+        )
+        if row is not None:
+            for hook in self._service.registry.post_save_hooks(self.entity_def.key):
+                hook(row, self)
+        return row
+
     def _append(
         self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]
     ) -> StoredEvent:
-        event = append_event(
+        return append_event(
             self._conn,
             self._service.database.backend,
             self._service.tables,
@@ -331,47 +396,37 @@ class EntityExecutor(EntityReader):
             metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
             created_by=self._user.id,
         )
-        if self._request is not None:
-            self._request.appended.append(event)
-        return event
 
     def _project(self, event: StoredEvent) -> Row | None:
-        # No savepoint here (it costs two round trips on every write): a unique violation fails
-        # the transaction, which is what the caller's dispatch (or its ctx.write savepoint)
-        # rolls back anyway.
         try:
-            row = apply_entity_event(self._conn, self._service.tables, self.entity_def, event)
+            return apply_entity_event(self._conn, self._service.tables, self.entity_def, event)
         except exc.IntegrityError as error:
             raise ConflictError(
                 Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
             ) from None
-        # The one place instruction-field writes are recorded: every row write passes here.
-        provenance.record_instruction_write(
-            self._conn, self._service.tables, self._request, self._user, self.entity_def, event
-        )
-        if row is not None:
-            for hook in self._service.registry.post_save_hooks(self.entity_def.key):
-                hook(row, self)
-        return row
 
     def _scrub_personal_values(self, stream_id: str) -> None:
         personal = self.entity_def.entity.personal_fields
         if not personal:
             return
-        events = self._service.tables.events
-        for stored in read_events(
-            self._conn, self._service.tables, stream_id=stream_id, tenant_id=self._user.tenant_id
-        ):
-            payload = dict(stored.payload)
-            for key in ("data", "changes"):
-                if isinstance(payload.get(key), dict):
-                    payload[key] = {
-                        k: (None if k in personal else v) for k, v in payload[key].items()
-                    }
-            if payload != stored.payload:
-                self._conn.execute(
-                    update(events).where(events.c.id == stored.id).values(payload=payload)
-                )
+        tables = self._service.tables
+        tenant_id = self._user.tenant_id
+        scrub_stream(
+            self._conn,
+            tables,
+            tenant_id=tenant_id,
+            stream_id=stream_id,
+            types=[self.entity_def.event_qn("created"), self.entity_def.event_qn("updated")],
+            names=personal,
+        )
+        scrub_job_payloads(
+            self._conn, tables, tenant_id=tenant_id, row_id=stream_id, names=personal
+        )
+
+
+def _qualified_name(func: Any) -> str:
+    module = getattr(func, "__module__", None) or "?"
+    return f"{module}.{getattr(func, '__qualname__', repr(func))}"
 
 
 def _compare(column: Any, op: str, value: Any) -> Any:

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 
-from asanoha.platform.model import EntityDef
+from asanoha.platform.model import EntityDef, Registry
+from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
 from asanoha.platform.store.events import StoredEvent
 from asanoha.platform.store.tables import Tables
@@ -72,10 +73,71 @@ class RowChange:
     values: Row
 
 
+def entity_verb(entity_def: EntityDef, event_type: str) -> str | None:
+    """The verb of ``event_type`` when it is one of the entity's own events, else ``None``."""
+    prefix = entity_def.event_qn("")
+    if not event_type.startswith(prefix):
+        return None
+    verb = event_type[len(prefix) :]
+    return verb if verb in ENTITY_VERBS else None
+
+
+def entity_of_event(registry: Registry, event_type: str) -> EntityDef | None:
+    """The entity whose own event ``event_type`` is (``feature:event:<entity>.<verb>``)."""
+    feature, _, rest = event_type.partition(":event:")
+    name, dot, verb = rest.rpartition(".")
+    if not dot or verb not in ENTITY_VERBS:
+        return None
+    return registry.find_entity(f"{feature}:{name}")
+
+
+def stream_entity(
+    conn: Connection, tables: Tables, registry: Registry, tenant_id: str, stream_id: str
+) -> EntityDef | None:
+    """The entity whose row the stream projects to: the one whose ``created`` event opened it."""
+    events = tables.events
+    query = select(events.c.type).where(
+        events.c.tenant_id == tenant_id, events.c.stream_id == stream_id, events.c.version == 1
+    )
+    first = conn.execute(query).scalar_one_or_none()
+    if first is None:
+        return None
+    entity_def = entity_of_event(registry, first)
+    if entity_def is None or entity_verb(entity_def, first) != "created":
+        return None
+    return entity_def
+
+
+def lock_entity_row(
+    conn: Connection, tables: Tables, entity_def: EntityDef, tenant_id: str, stream_id: str
+) -> int | None:
+    """Lock the row of an entity stream until the transaction ends; return its version, or
+    ``None`` when the row is gone (deleted or forgotten)."""
+    table = tables.entity(entity_def.key)
+    try:
+        row_id = uuid.UUID(stream_id)
+    except ValueError:
+        return None
+    query = (
+        select(table.c.version)
+        .where(table.c.tenant_id == tenant_id, table.c.id == row_id)
+        .with_for_update()
+    )
+    version = conn.execute(query).scalar_one_or_none()
+    return None if version is None else int(version)
+
+
 def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
-    """The row change ``event`` describes (no database access)."""
-    verb = event.type.rsplit(".", 1)[-1]
+    """The row change ``event`` describes (no database access).
+
+    Only the entity's own event types change fields. Any other event on the stream (a domain
+    event appended with the row's id as its stream) moves the row's version and nothing else:
+    a row always carries its stream's version, the version a writer must send.
+    """
+    verb = entity_verb(entity_def, event.type)
     row_id = uuid.UUID(event.stream_id)
+    if verb is None:
+        return RowChange("update", row_id, event.tenant_id, {"version": event.version})
     stamp = {
         "version": event.version,
         "modified_at": event.created_at,
@@ -108,9 +170,8 @@ def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
     if verb == "restored":
         restored = {"is_deleted": False, "deleted_at": None, "deleted_by": None}
         return RowChange("update", row_id, event.tenant_id, stamp | restored)
-    if verb in ("deleted", "forgotten"):
-        return RowChange("delete", row_id, event.tenant_id, {})
-    raise ValueError(f"{event.type} is not an entity event of {entity_def.key}")
+    # A hard delete, or forgotten.
+    return RowChange("delete", row_id, event.tenant_id, {})
 
 
 def apply_entity_event(
@@ -141,6 +202,9 @@ def rebuild_projection(
     conn: Connection, tables: Tables, entity_def: EntityDef, batch: int = 5000
 ) -> int:
     """Empty the entity's table and replay every event of its streams; return the event count.
+
+    Every event of an entity stream carries the entity's stream type, domain events appended
+    to it included (they move the row's version; see ``row_change``).
 
     Each batch of events is folded into one change per row (the changes ``row_change`` gives
     the live path, merged in order) and written with one statement per kind, so that a

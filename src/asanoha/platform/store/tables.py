@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     Numeric,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -237,9 +238,12 @@ def _provenance_table(metadata: MetaData) -> Table:
 
 def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
     entity = entity_def.entity
-    columns: list[Column[Any]] = [
-        Column("id", Uuid, primary_key=True),
-        Column("tenant_id", String(64), nullable=False, index=True),
+    # Keyed by (tenant, id) like the event streams: an id is only ever looked up within a
+    # tenant, and a key on the id alone would tell one tenant which ids another one uses.
+    columns: list[Column[Any] | PrimaryKeyConstraint] = [
+        Column("id", Uuid, nullable=False),
+        Column("tenant_id", String(64), nullable=False),
+        PrimaryKeyConstraint("tenant_id", "id"),
         Column("version", Integer, nullable=False),
         Column("created_at", Timestamp, nullable=False),
         Column("created_by", String(64), nullable=False),
