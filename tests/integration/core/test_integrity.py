@@ -14,6 +14,7 @@ from asanoha import (
     AccessDeniedError,
     ConflictError,
     SessionUser,
+    ValidationError,
     VersionConflictError,
 )
 from asanoha.platform.errors import InternalError
@@ -109,6 +110,34 @@ def test_a_handler_appends_its_own_features_domain_event(stack: Any) -> None:
         ADMIN,
     )
     assert appended == {"version": 1}
+
+
+def test_a_domain_event_on_an_entity_stream_takes_the_entitys_stream_type(stack: Any) -> None:
+    row = create_note(stack)
+    stack.http.write_ok("integrity:write:tag-note", {"id": str(row["id"]), "tag": "x"}, ADMIN)
+    assert [e.stream_type for e in stream(stack, row["id"])] == ["integrity:note"] * 2
+
+
+@pytest.mark.parametrize("on_entity_stream", [True, False])
+def test_an_entity_stream_type_is_refused_where_it_does_not_belong(
+    stack: Any, on_entity_stream: bool
+) -> None:
+    row = create_note(stack)
+    stream_id, stream_type = (
+        (str(row["id"]), "integrity:tags") if on_entity_stream else ("tags-1", "integrity:note")
+    )
+    with stack.nothing_written(), pytest.raises(ValidationError) as raised:
+        stack.service.dispatch_write(
+            "integrity:write:append-any",
+            {
+                "event": "integrity:event:note-tagged",
+                "stream_id": stream_id,
+                "stream_type": stream_type,
+                "payload": {"tag": "a"},
+            },
+            ADMIN,
+        )
+    assert [f["path"] for f in raised.value.details["fields"]] == ["stream_type"]
 
 
 def test_rebuild_applies_only_the_entitys_own_events(stack: Any) -> None:

@@ -331,10 +331,12 @@ class Service:
             raise invalid_field(handler.qn, "$", "dict_type", "an event payload is a JSON object")
         conn = request.conn
         entity_def = stream_entity(conn, self.tables, self.registry, user.tenant_id, stream_id)
+        self._check_stream_type(handler, entity_def, stream_id, stream_type)
         expected = expected_version
         if entity_def is not None:
-            # The stream is the entity's: the event takes its stream type, and the row lock
-            # comes first, as in the executor, so concurrent writers queue instead of deadlock.
+            # The stream is the entity's: the event takes its stream type (a rebuild replays
+            # it), and the row lock comes first, as in the executor, so that concurrent
+            # writers of the stream queue instead of deadlocking.
             stream_type = entity_def.key
             locked = lock_entity_row(conn, self.tables, entity_def, user.tenant_id, stream_id)
             if expected is None and locked is not None:
@@ -359,6 +361,32 @@ class Service:
             apply_entity_event(conn, self.tables, entity_def, stored)
         request.appended.append(stored)
         return stored
+
+    def _check_stream_type(
+        self,
+        handler: HandlerDef,
+        entity_def: EntityDef | None,
+        stream_id: str,
+        stream_type: str | None,
+    ) -> None:
+        """An entity's stream type is reserved for the streams its executor opened."""
+        if stream_type is None:
+            return
+        if entity_def is not None and stream_type != entity_def.key:
+            raise invalid_field(
+                handler.qn,
+                "stream_type",
+                "entity_stream",
+                f"stream {stream_id} belongs to entity {entity_def.key}; leave stream_type out",
+            )
+        if entity_def is None and self.registry.find_entity(stream_type) is not None:
+            raise invalid_field(
+                handler.qn,
+                "stream_type",
+                "entity_stream_type",
+                f"{stream_type!r} is the stream type of an entity, whose streams only its "
+                "executor opens; name a stream type of your own",
+            )
 
     def enqueue_job(
         self,
