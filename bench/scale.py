@@ -264,8 +264,8 @@ class Store:
     app: App
     streams: int = 0
     events: int = 0
-    #: Preloaded item streams already updated by the run: their version is no longer known.
-    updated: set[int] = field(default_factory=set)
+    #: Current version of the preloaded item streams the run has updated.
+    versions: dict[int, int] = field(default_factory=dict)
     created: int = 0
 
     def grow_to(self, events: int) -> float:
@@ -279,15 +279,13 @@ class Store:
         self.streams += count
         return time.perf_counter() - started
 
-    def pick_item(self, rng: random.Random, *, fresh: bool) -> int:
-        """A preloaded item stream; with ``fresh``, one not updated yet (its version known)."""
-        for _ in range(1000):
-            i = ITEM_EVERY * rng.randrange(self.streams // ITEM_EVERY)
-            if not fresh or i not in self.updated:
-                if fresh:
-                    self.updated.add(i)
-                return i
-        raise RuntimeError(f"{self.name}: no item stream left to update")
+    def pick_item(self, rng: random.Random) -> int:
+        """A random preloaded item stream."""
+        return ITEM_EVERY * rng.randrange(self.streams // ITEM_EVERY)
+
+    def version_of(self, i: int) -> int:
+        """The current version of preloaded stream ``i``."""
+        return self.versions.get(i, stream_length(i))
 
 
 def run_operation(store: Store, operation: str, rng: random.Random) -> None:
@@ -299,15 +297,17 @@ def run_operation(store: Store, operation: str, rng: random.Random) -> None:
         payload = {"title": f"new {store.created}", "status": "open", "amount": store.created}
         service.dispatch_write(qn("write", ITEM, "create"), payload, USERS[t])
     elif operation == "update":
-        i = store.pick_item(rng, fresh=True)
+        i = store.pick_item(rng)
+        version = store.version_of(i)
         payload = {
             "id": str(stream_id(i)),
-            "version": stream_length(i),
-            "changes": {"amount": amount_at(i, 99)},
+            "version": version,
+            "changes": {"amount": amount_at(i, version + 1)},
         }
         service.dispatch_write(qn("write", ITEM, "update"), payload, USERS[stream_tenant(i)])
+        store.versions[i] = version + 1
     elif operation == "detail":
-        i = store.pick_item(rng, fresh=False)
+        i = store.pick_item(rng)
         found = service.dispatch_query(
             qn("query", ITEM, "detail"), {"id": str(stream_id(i))}, USERS[stream_tenant(i)]
         )
