@@ -8,6 +8,7 @@ updates the read tables in one transaction.
 from typing import TYPE_CHECKING
 
 from asanoha.app import App
+from asanoha.platform.consumers import ConsumerContext, ConsumerDeadError
 from asanoha.platform.errors import (
     AccessDeniedError,
     AsanohaError,
@@ -35,6 +36,7 @@ from asanoha.platform.model import (
 )
 from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
 from asanoha.platform.settings import Settings
+from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
     from asanoha.workers import JobContext
@@ -48,6 +50,8 @@ __all__ = [
     "AuthenticationError",
     "Backoff",
     "ConflictError",
+    "ConsumerContext",
+    "ConsumerDeadError",
     "DefinitionError",
     "Entity",
     "Feature",
@@ -62,6 +66,7 @@ __all__ = [
     "Service",
     "SessionUser",
     "Settings",
+    "StoredEvent",
     "UnprocessableError",
     "ValidationError",
     "VersionConflictError",

@@ -1,1 +1,1 @@
-"""Bundled features: the demo application."""
+"""Bundled features: consumer administration (``consumer_admin``) and the demo application."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from contextlib import AbstractContextManager
@@ -31,14 +32,10 @@ class ConsumerContext:
     def __init__(
         self, service: Service, conn: Connection, consumer: ConsumerDef, event: StoredEvent
     ) -> None:
+        # Kept small: a context is made for every event, most of which touch nothing.
         self.service = service
         self.consumer = consumer
         self.event = event
-        self.system_user = SessionUser.system(event.tenant_id)
-        self.log = logging.LoggerAdapter(
-            logging.getLogger(f"asanoha.consumer.{consumer.qn}"),
-            {"consumer": consumer.qn, "event_id": event.id},
-        )
         self._conn = conn
         self._savepoint: NestedTransaction | None = None
         self._unit: AbstractContextManager[Request] | None = None
@@ -48,6 +45,19 @@ class ConsumerContext:
     def tenant_id(self) -> str:
         """The tenant of the event being delivered."""
         return self.event.tenant_id
+
+    @functools.cached_property
+    def system_user(self) -> SessionUser:
+        """The tenant's system user, who the context's calls run as."""
+        return SessionUser.system(self.event.tenant_id)
+
+    @functools.cached_property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger naming the consumer and the event."""
+        return logging.LoggerAdapter(
+            logging.getLogger(f"asanoha.consumer.{self.consumer.qn}"),
+            {"consumer": self.consumer.qn, "event_id": self.event.id},
+        )
 
     def write(self, qn: str, payload: Any) -> Any:
         """Run the write handler ``qn`` as the tenant's system user."""

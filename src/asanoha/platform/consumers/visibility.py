@@ -31,10 +31,13 @@ from sqlalchemy import Connection, text
 from asanoha.platform.consumers.cursors import Cursor, Gap, cursor_from_row, lock_cursor_row
 from asanoha.platform.store import StoredEvent, Tables
 
+#: In ``StoredEvent``'s field order.
 _EVENT_COLUMNS = (
     "id, stream_id, stream_type, tenant_id, version, type, schema_version, payload, "
     "metadata, created_at, created_by"
 )
+_WIDTH = 11
+_TYPE = 5
 
 
 @dataclass(frozen=True)
@@ -108,15 +111,17 @@ class PostgresVisibility:
         self, conn: Connection, tables: Tables, cursor: Cursor, types: Sequence[str], limit: int
     ) -> Scan:
         params = {"gaps": [gap.id for gap in cursor.gaps], "position": cursor.position}
-        rows = conn.execute(self._scan, {**params, "limit": limit}).mappings().all()
-        xmin = int(rows[0]["xmin"])
-        visible = {int(row["id"]): row for row in rows if row["id"] is not None}
+        # Plain rows (the columns in _EVENT_COLUMNS' order, then xmin): this is the hot loop
+        # of a consumer catching up.
+        rows = conn.execute(self._scan, {**params, "limit": limit}).all()
+        xmin = int(rows[0][-1])
+        visible = {row[0]: row for row in rows if row[0] is not None}
         wanted = frozenset(types)
         late: dict[int, Gap] = {}
         gaps: list[Gap] = []
         for gap in cursor.gaps:
             if gap.id in visible:
-                if visible[gap.id]["type"] in wanted:
+                if visible[gap.id][_TYPE] in wanted:
                     late[gap.id] = gap
                 continue
             if gap.bound is None:
@@ -127,12 +132,13 @@ class PostgresVisibility:
             # else: every transaction that could hold the id has ended; it never appears.
         fresh = sorted(event_id for event_id in visible if event_id > cursor.position)
         position = fresh[-1] if fresh else cursor.position
-        seen = set(fresh)
-        gaps += [Gap(i) for i in range(cursor.position + 1, position) if i not in seen]
+        if len(fresh) != position - cursor.position:
+            seen = set(fresh)
+            gaps += [Gap(i) for i in range(cursor.position + 1, position) if i not in seen]
         events = [
-            _stored(visible[event_id])
+            StoredEvent(*visible[event_id][:_WIDTH])
             for event_id in sorted([*late, *fresh])
-            if visible[event_id]["type"] in wanted
+            if visible[event_id][_TYPE] in wanted
         ]
         return Scan(
             cursor.position, events, position, tuple(gaps), late, tuple(gaps) != cursor.gaps
