@@ -4,15 +4,16 @@ disable, enable. Add ``consumer_admin.feature`` to an application's features to 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pydantic import BaseModel
 
-from asanoha.platform.consumers import ConsumerStatus, consumer_definitions, operations
-from asanoha.platform.errors import NotFoundError, Reasons
-from asanoha.platform.model import Access, Agent, ConsumerDef, Feature
+from asanoha.platform.consumers import ConsumerStatus, operations
+from asanoha.platform.model import Access, Agent, Feature, Registry
 from asanoha.platform.model.users import SYSTEM_ROLE
 from asanoha.platform.service import QueryContext, WriteContext
+from asanoha.platform.store import Tables, build_tables
 
 SYSTEM_ADMIN_ROLE = "SystemAdmin"
 #: Operators, and the system user (a job may restart a consumer).
@@ -38,9 +39,7 @@ class ConsumerName(BaseModel):
 )
 def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
     """Every consumer's status."""
-    statuses = operations.consumer_statuses(
-        ctx.request.conn, ctx.service.tables, consumer_definitions(ctx.service.registry)
-    )
+    statuses = operations.consumer_statuses(ctx.request.conn, _tables())
     return [_describe(found) for found in statuses]
 
 
@@ -52,8 +51,7 @@ def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
 )
 def restart(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Restart a dead consumer."""
-    _consumer(ctx, payload.name)
-    operations.restart_consumer(ctx.request.conn, ctx.service.tables, payload.name)
+    operations.restart_consumer(ctx.request.conn, _tables(), payload.name)
     return _status_of(ctx, payload.name)
 
 
@@ -66,8 +64,7 @@ def restart(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
 )
 def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Skip the event a consumer is stopped at."""
-    _consumer(ctx, payload.name)
-    event_id = operations.skip_event(ctx.request.conn, ctx.service.tables, payload.name)
+    event_id = operations.skip_event(ctx.request.conn, _tables(), payload.name)
     return {**_status_of(ctx, payload.name), "skipped_event_id": event_id}
 
 
@@ -79,8 +76,7 @@ def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
 )
 def disable(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Disable a consumer."""
-    _consumer(ctx, payload.name)
-    operations.disable_consumer(ctx.request.conn, ctx.service.tables, payload.name)
+    operations.disable_consumer(ctx.request.conn, _tables(), payload.name)
     return _status_of(ctx, payload.name)
 
 
@@ -92,21 +88,19 @@ def disable(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
 )
 def enable(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Enable a consumer."""
-    _consumer(ctx, payload.name)
-    operations.enable_consumer(ctx.request.conn, ctx.service.tables, payload.name)
+    operations.enable_consumer(ctx.request.conn, _tables(), payload.name)
     return _status_of(ctx, payload.name)
 
 
-def _consumer(ctx: QueryContext, name: str) -> ConsumerDef:
-    for consumer in consumer_definitions(ctx.service.registry):
-        if consumer.qn == name:
-            return consumer
-    raise NotFoundError(Reasons.CONSUMER_NOT_FOUND, consumer=name)
+@functools.cache
+def _tables() -> Tables:
+    # The platform's tables are the same for every application: the operations need only the
+    # cursor rows (which carry each consumer's event types) and the event store.
+    return build_tables(Registry([]))
 
 
 def _status_of(ctx: QueryContext, name: str) -> dict[str, Any]:
-    consumer = _consumer(ctx, name)
-    [found] = operations.consumer_statuses(ctx.request.conn, ctx.service.tables, [consumer])
+    [found] = operations.consumer_statuses(ctx.request.conn, _tables(), [name])
     return _describe(found)
 
 

@@ -41,6 +41,8 @@ class Cursor:
     attempts: int
     event_id: int | None
     last_error: str | None
+    #: The event types it follows, as registered.
+    types: tuple[str, ...] = ()
     #: The locking transaction's id (Postgres); ``None`` on SQLite.
     xid: int | None = None
     skipped: tuple[dict[str, Any], ...] = field(default=())
@@ -68,16 +70,21 @@ def cursor_from_row(row: Any, xid: int | None = None) -> Cursor:
         attempts=int(row["attempts"]),
         event_id=None if row["event_id"] is None else int(row["event_id"]),
         last_error=row["last_error"],
+        types=tuple(row["types"] or ()),
         xid=xid,
         skipped=tuple(row["skipped"] or ()),
     )
 
 
-def read_cursors(conn: Connection, tables: Tables, names: Sequence[str]) -> dict[str, Cursor]:
-    """The cursor rows of ``names`` without locking them (for status and lag)."""
+def read_cursors(
+    conn: Connection, tables: Tables, names: Sequence[str] | None = None
+) -> dict[str, Cursor]:
+    """The cursor rows of ``names`` (default: all), unlocked, by name (for status and lag)."""
     consumers = tables.consumers
-    rows = conn.execute(select(consumers).where(consumers.c.name.in_(list(names)))).mappings()
-    return {row["name"]: cursor_from_row(row) for row in rows}
+    query = select(consumers).order_by(consumers.c.name)
+    if names is not None:
+        query = query.where(consumers.c.name.in_(list(names)))
+    return {row["name"]: cursor_from_row(row) for row in conn.execute(query).mappings()}
 
 
 def lock_cursor_row(
@@ -107,15 +114,24 @@ def save_cursor(conn: Connection, tables: Tables, name: str, **values: Any) -> N
 def register_cursors(
     conn: Connection, backend: Backend, tables: Tables, definitions: Iterable[ConsumerDef]
 ) -> list[str]:
-    """Insert the missing cursor rows; return the names inserted.
+    """Insert the missing cursor rows and bring the event types of existing ones in step with
+    their definitions; return the names inserted.
 
     A new consumer starts before the first event, or with ``start="now"`` at the newest one.
     A row that exists keeps its position (a redeploy does not replay or skip anything).
     """
-    events = tables.events
+    consumers, events = tables.consumers, tables.events
+    wanted = {definition.qn: definition for definition in definitions}
+    query = select(consumers.c.name, consumers.c.types).where(consumers.c.name.in_(list(wanted)))
+    existing = {row.name: list(row.types or ()) for row in conn.execute(query)}
     head: int | None = None
     created: list[str] = []
-    for definition in definitions:
+    for name, definition in wanted.items():
+        types = list(definition.on)
+        if name in existing:
+            if existing[name] != types:
+                save_cursor(conn, tables, name, types=types)
+            continue
         position = 0
         if definition.start == "now":
             if head is None:
@@ -124,16 +140,17 @@ def register_cursors(
                 )
             position = head
         row = {
-            "name": definition.qn,
+            "name": name,
             "position": position,
             "gaps": [],
+            "types": types,
             "status": "idle",
             "attempts": 0,
             "skipped": [],
             "updated_at": dt.datetime.now(dt.UTC),
         }
         if backend.insert_unless_exists(conn, tables.consumers, row) is not None:
-            created.append(definition.qn)
+            created.append(name)
     return created
 
 

@@ -20,7 +20,6 @@ from asanoha.platform.consumers.cursors import (
     save_cursor,
 )
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
-from asanoha.platform.model import ConsumerDef
 from asanoha.platform.store import Tables
 
 
@@ -53,28 +52,26 @@ def count_lag(conn: Connection, tables: Tables, cursor: Cursor, types: Sequence[
 
 
 def consumer_statuses(
-    conn: Connection, tables: Tables, consumers: Sequence[ConsumerDef]
+    conn: Connection, tables: Tables, names: Sequence[str] | None = None
 ) -> list[ConsumerStatus]:
-    """Position, lag, status, attempts and last error of every registered consumer."""
-    cursors = read_cursors(conn, tables, [consumer.qn for consumer in consumers])
-    statuses = []
-    for consumer in consumers:
-        cursor = cursors.get(consumer.qn)
-        if cursor is None:
-            continue
-        statuses.append(
-            ConsumerStatus(
-                name=consumer.qn,
-                position=cursor.position,
-                lag=count_lag(conn, tables, cursor, consumer.on),
-                status=cursor.status,
-                attempts=cursor.attempts,
-                event_id=cursor.event_id,
-                last_error=cursor.last_error,
-                gaps=len(cursor.gaps),
-            )
-        )
-    return statuses
+    """Position, lag, status, attempts and last error of the consumers ``names`` (default:
+    every registered one), in that order."""
+    cursors = read_cursors(conn, tables, names)
+    order = list(cursors) if names is None else [name for name in names if name in cursors]
+    return [_status(conn, tables, cursors[name]) for name in order]
+
+
+def _status(conn: Connection, tables: Tables, cursor: Cursor) -> ConsumerStatus:
+    return ConsumerStatus(
+        name=cursor.name,
+        position=cursor.position,
+        lag=count_lag(conn, tables, cursor, cursor.types),
+        status=cursor.status,
+        attempts=cursor.attempts,
+        event_id=cursor.event_id,
+        last_error=cursor.last_error,
+        gaps=len(cursor.gaps),
+    )
 
 
 def restart_consumer(conn: Connection, tables: Tables, name: str) -> None:

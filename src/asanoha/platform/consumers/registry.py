@@ -33,6 +33,7 @@ class Consumers:
         self.definitions: tuple[ConsumerDef, ...] = consumer_definitions(service.registry)
         self._by_name = {consumer.qn: consumer for consumer in self.definitions}
         self._followed = frozenset(t for consumer in self.definitions for t in consumer.on)
+        self._registered = False
 
     def __bool__(self) -> bool:
         return bool(self.definitions)
@@ -90,7 +91,7 @@ class Consumers:
         """Position, lag, status, attempts and last error of every consumer."""
         self._ensure_registered()
         with self._service.database.connect() as conn:
-            return operations.consumer_statuses(conn, self._service.tables, self.definitions)
+            return operations.consumer_statuses(conn, self._service.tables, self.names)
 
     def behind(self) -> list[ConsumerStatus]:
         """Consumers (not disabled) with committed events of their types still to handle."""
@@ -128,9 +129,14 @@ class Consumers:
         return consumer
 
     def _ensure_registered(self) -> None:
-        # Cheap enough to ask every time, and it survives a test stack's reset().
         if not self.definitions:
             return
+        if not self._registered:
+            # Once per process: new rows, and event types in step with the definitions.
+            self.register()
+            self._registered = True
+            return
+        # Cheap enough to ask every time, and it survives a test stack's reset().
         consumers = self._service.tables.consumers
         query = select(func.count()).where(consumers.c.name.in_(self.names))
         with self._service.database.connect() as conn:

@@ -86,7 +86,7 @@ class PostgresVisibility:
     """Gap tracking with transaction-id bounds (see the module docstring)."""
 
     _lock = text(
-        "SELECT name, position, gaps, status, attempts, event_id, last_error, skipped, "
+        "SELECT name, position, gaps, types, status, attempts, event_id, last_error, skipped, "
         "pg_current_xact_id()::text::bigint AS xid "
         "FROM asanoha_consumers WHERE name = :name FOR UPDATE SKIP LOCKED"
     )

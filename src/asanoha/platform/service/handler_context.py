@@ -38,11 +38,6 @@ class QueryContext:
         return self._request
 
     @property
-    def service(self) -> Service:
-        """The service layer (registry, tables), for bundled handlers that operate the platform."""
-        return self._service
-
-    @property
     def tenant_id(self) -> str:
         """The caller's tenant (from the session, never from the payload)."""
         return self.user.tenant_id

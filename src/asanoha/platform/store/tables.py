@@ -154,6 +154,9 @@ def build_tables(registry: Registry) -> Tables:
         # writer had not committed when the consumer passed them (Postgres only).
         Column("position", Position, nullable=False, default=0),
         Column("gaps", Json, nullable=False, default=list),
+        # The event types it follows (kept in step with its definition when the app boots),
+        # so its lag can be told from the database alone.
+        Column("types", Json, nullable=False, default=list),
         Column("status", String(16), nullable=False, default="idle"),
         # Failed attempts at ``event_id``, the event the consumer is stopped at.
         Column("attempts", Integer, nullable=False, default=0),
