@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 from asanoha.platform.model import Registry
@@ -19,7 +21,9 @@ def start_worker_metrics(port: int, registry: Registry) -> None:
     """
     if MULTIPROC_ENV not in os.environ:
         # Must be set before prometheus_client is first imported: it picks its value store then.
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="asanoha-worker-metrics-")
+        folder = tempfile.mkdtemp(prefix="asanoha-worker-metrics-")
+        os.environ[MULTIPROC_ENV] = folder
+        atexit.register(_remove_folder, folder, os.getpid())
     from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
     from asanoha.workers.job_metrics import count_job_attempts
@@ -28,3 +32,9 @@ def start_worker_metrics(port: int, registry: Registry) -> None:
     collected = CollectorRegistry()
     multiprocess.MultiProcessCollector(collected)  # type: ignore[no-untyped-call]
     start_http_server(port, registry=collected)
+
+
+def _remove_folder(folder: str, owner_pid: int) -> None:
+    # Pool processes inherit the exit handler; only the process that made the folder removes it.
+    if os.getpid() == owner_pid:
+        shutil.rmtree(folder, ignore_errors=True)
