@@ -163,3 +163,34 @@ def test_the_image_runs_as_a_user_and_installs_the_repository() -> None:
     users = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
     assert users and not users[-1].startswith(("0", "root"))
     assert 'ENTRYPOINT ["asanoha"]' in dockerfile
+
+
+E2E = Path(__file__).resolve().parents[2] / "e2e"
+
+
+def e2e_commands() -> dict[str, set[str]]:
+    """The asanoha commands the end-to-end tests start, as subcommand -> option names: every
+    list literal holding ``"asanoha.cli"`` (``python -m asanoha.cli ...``) followed by words."""
+    import ast
+
+    found: dict[str, set[str]] = {}
+    for path in sorted(E2E.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.List):
+                continue
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            if "asanoha.cli" not in words:
+                continue
+            rest = words[words.index("asanoha.cli") + 1 :]
+            if rest and isinstance(rest[0], str):
+                options = {w for w in rest if isinstance(w, str) and w.startswith("--")}
+                found.setdefault(rest[0], set()).update(options)
+    return found
+
+
+def test_deployed_processes_run_the_commands_the_end_to_end_tests_run() -> None:
+    deployed = compose_commands()
+    for command, options in e2e_commands().items():
+        assert command in deployed, f"the e2e tests run asanoha {command}; deploy/ does not"
+        used = {word.split("=")[0] for word in deployed[command] if word.startswith("--")}
+        assert options <= used, f"asanoha {command}: e2e passes {options - used}, deploy/ not"
