@@ -3,6 +3,7 @@ unique violations, tenant-scoped ids, forget."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -224,6 +225,36 @@ def test_a_stale_version_answers_what_was_sent_and_where_the_stream_is(stack: An
     assert raised.value.details["expected_version"] == 1
     assert raised.value.details["current_version"] == 2
     assert raised.value.details["stream_id"] == str(row["id"])
+
+
+def test_domain_events_and_updates_racing_on_one_entity_stream_all_land(stack: Any) -> None:
+    row = create_note(stack)
+    racers = 12
+    barrier = threading.Barrier(racers)
+    failures: list[BaseException] = []
+
+    def race(n: int) -> None:
+        barrier.wait()
+        try:
+            if n % 2:
+                stack.service.dispatch_write(
+                    "integrity:write:tag-note", {"id": str(row["id"]), "tag": str(n)}, ADMIN
+                )
+            else:
+                stack.service.dispatch_write(
+                    "integrity:write:retype-email", {"id": str(row["id"]), "count": 1}, ADMIN
+                )
+        except BaseException as error:  # collected: a thread's failure must fail the test
+            failures.append(error)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert [e.version for e in stream(stack, row["id"])] == list(range(1, racers + 2))
+    assert detail(stack, row["id"])["version"] == racers + 1
 
 
 # -- a unique violation leaves the transaction usable ----------------------------------------
