@@ -49,7 +49,9 @@ class App:
         )
         self.registry = Registry([*features, approvals])
         self.database = Database(
-            self.settings.database_url, pool_size=self.settings.database_pool_size
+            self.settings.database_url,
+            pool_size=self.settings.database_pool_size,
+            pre_ping=self.settings.database_pre_ping,
         )
         self.service = Service(
             self.registry, self.database, approval_key=approval_key(self.settings.jwt_secret)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from asanoha.platform.errors.messages import LANGUAGES, render
+from asanoha.platform.errors.messages import LANGUAGES, template
 from asanoha.platform.errors.reasons import Reasons
 
 
@@ -41,7 +41,7 @@ def explain(
         # Placeholders such as {handler} stay visible: they are filled from the error's details.
         table.add_row(
             language,
-            render(reason, {}, "developer", language),
-            render(reason, {}, "end_user", language),
+            template(reason, "developer", language)[0],
+            template(reason, "end_user", language)[0],
         )
     console.print(table, highlight=False)

@@ -12,6 +12,7 @@ from asanoha.cli.api_workers import run_api_workers
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import announce_development_token, embedded_worker, uses_embedded_broker
 from asanoha.cli.schema_gate import require_current_schema
+from asanoha.platform.settings import InsecureSettingsError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -34,16 +35,25 @@ def serve(
 
     Refuses a database whose schema is behind (run asanoha migrate); on SQLite it creates
     and upgrades the schema itself. On the in-process broker (memory://, the default) it also
-    runs the jobs; without ASANOHA_JWT_SECRET it prints a development token.
+    runs the jobs; without ASANOHA_JWT_SECRET it prints a development token (one worker) or
+    refuses to start (several workers, outside development).
     """
     import uvicorn
 
     loaded = load_app(app)
     require_current_schema(loaded, app)
     if workers == 1:
+        # Replaces the placeholder secret with one of this process before the app is built.
         announce_development_token(loaded)
+    try:
+        api = loaded.http
+    except InsecureSettingsError as exc:
+        # Several workers cannot share a secret minted in one process.
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    if workers == 1:
         with embedded_worker(loaded):
-            uvicorn.run(loaded.http, host=host, port=port)
+            uvicorn.run(api, host=host, port=port)
         return
     if uses_embedded_broker(loaded) and loaded.registry.jobs:
         typer.echo(

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import secrets
+
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EMBEDDED_DATABASE_URL = "sqlite+pysqlite:///asanoha.sqlite3"
 EMBEDDED_BROKER_URL = "memory://"
-#: The placeholder secret; an HTTP app built with it logs a warning.
+#: The placeholder secret: public, so the HTTP app refuses it outside development.
 PLACEHOLDER_JWT_SECRET = "change-me-in-production"
+
+
+class InsecureSettingsError(ValueError):
+    """The settings would let anyone in (the public placeholder JWT secret)."""
 
 
 class Settings(BaseSettings):
@@ -31,9 +38,39 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1024 * 1024
     max_json_depth: int = 32
     development: bool = False
-    default_tenant: str = "default"
+    #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
+    default_tenant: str = Field(default="default", min_length=1, max_length=64)
     #: Seconds between the consumer passes every worker runs as a safety net (0: none).
     consumer_tick_interval: float = 1.0
     #: After a commit that appended events a consumer follows, publish a (coalesced) task
     #: that advances the consumers.
     consumer_wake: bool = True
+
+    @property
+    def uses_placeholder_secret(self) -> bool:
+        """Whether tokens would be signed with the public placeholder secret."""
+        return self.jwt_secret == PLACEHOLDER_JWT_SECRET
+
+
+def require_signing_secret(settings: Settings) -> None:
+    """Refuse the placeholder JWT secret unless ``ASANOHA_DEVELOPMENT=true``.
+
+    The placeholder is published in the source: anyone could sign an Admin token with it.
+    """
+    if settings.uses_placeholder_secret and not settings.development:
+        raise InsecureSettingsError(
+            "ASANOHA_JWT_SECRET is not set: bearer tokens would be signed with the public "
+            "placeholder secret, so anyone could mint an Admin token. Set ASANOHA_JWT_SECRET "
+            "to a long random value (python -c 'import secrets; print(secrets.token_urlsafe(32))'), "
+            "or set ASANOHA_DEVELOPMENT=true on a development machine."
+        )
+
+
+def with_process_secret(settings: Settings) -> Settings:
+    """``settings`` with a random secret of this process in place of the placeholder.
+
+    For embedded runs (the demo): tokens are valid only for the process that minted them.
+    """
+    if not settings.uses_placeholder_secret:
+        return settings
+    return settings.model_copy(update={"jwt_secret": secrets.token_urlsafe(32)})

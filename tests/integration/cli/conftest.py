@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import uuid
@@ -27,6 +28,7 @@ feature = Feature("shop")
 feature.crud("note", note, write=Access(roles=["Admin"]), read=Access(roles=["Admin"]))
 app = App([feature])
 """
+JWT_SECRET = secrets.token_urlsafe(32)
 EXTRA_FIELD = '\n        "colour": fields.text(personal=False, reason="fixture"),'
 
 
@@ -51,7 +53,13 @@ class Project:
         """The environment of a command: this database, no other ASANOHA_ settings."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("ASANOHA_")}
         env.pop("PYTHONPATH", None)
-        return {**env, "ASANOHA_DATABASE_URL": self.database.url, "COLUMNS": "200"}
+        return {
+            **env,
+            "ASANOHA_DATABASE_URL": self.database.url,
+            # serve refuses the public placeholder secret.
+            "ASANOHA_JWT_SECRET": JWT_SECRET,
+            "COLUMNS": "200",
+        }
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run ``asanoha ARGS`` in the folder."""

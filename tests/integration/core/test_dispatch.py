@@ -11,7 +11,6 @@ from asanoha import (
     AccessDeniedError,
     NotFoundError,
     SessionUser,
-    UnprocessableError,
     ValidationError,
     VersionConflictError,
 )
@@ -107,15 +106,14 @@ def test_triggered_job_payload_and_headers_are_in_the_outbox_row(core: Any) -> N
     assert row["published_at"] is None
 
 
-def test_a_value_the_database_refuses_is_a_422_and_rolls_back(core: Any) -> None:
-    if core.db.dialect != "postgresql":
-        pytest.skip("SQLite stores NUL characters")
+def test_text_no_column_can_store_is_refused_at_admission(core: Any) -> None:
+    # NUL would fail inside the transaction (jsonb, text); it is refused before it starts.
     payload = {"prompt_id": str(uuid.uuid4()), "text": "nul \x00 inside"}
-    with pytest.raises(UnprocessableError) as raised:
+    with core.nothing_written(), pytest.raises(ValidationError) as raised:
         core.service.dispatch_write(f"{W}:annotate-prompt", payload, ADMIN)
-    assert (raised.value.http_status, raised.value.code) == (422, "unprocessable")
+    assert (raised.value.http_status, raised.value.code) == (400, "validation_error")
     assert raised.value.details["handler"] == f"{W}:annotate-prompt"
-    assert count_rows(core)["events"] == 0
+    assert [field["path"] for field in raised.value.details["fields"]] == ["text"]
 
 
 def test_query_handlers_get_read_verbs_only(core: Any) -> None:

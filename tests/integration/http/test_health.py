@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ def ready_response(app: App) -> Any:
 
 def test_not_ready_when_the_database_is_unreachable() -> None:
     # Port 1 on the loopback refuses connections at once.
-    settings = Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/none")
+    settings = Settings(
+        database_url="postgresql+psycopg://postgres@127.0.0.1:1/none",
+        jwt_secret=secrets.token_urlsafe(32),
+    )
     app = App([catalog], settings)
     response = ready_response(app)
     assert response.status_code == 503
@@ -53,6 +57,7 @@ def jobs_app(broker_url: str, tmp_path: Path) -> App:
         database_url=f"sqlite+pysqlite:///{tmp_path / 'ready.sqlite3'}",
         broker_url=broker_url,
         queue_prefix=f"ready-{tmp_path.name}",
+        jwt_secret=secrets.token_urlsafe(32),
     )
     return App([feature], settings)
 

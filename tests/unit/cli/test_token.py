@@ -57,7 +57,8 @@ def test_token_without_roles_has_an_empty_role_list() -> None:
 @pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
 def test_token_on_the_placeholder_secret_warns_on_stderr() -> None:
     result = CliRunner().invoke(
-        cli, ["token", "--app", "asanoha.handlers.demo.app:app", "--sub", "u", "--tenant", "t"]
+        cli,
+        ["token", "--app", f"{APP.split(':')[0]}:placeholder_app", "--sub", "u", "--tenant", "t"],
     )
     assert result.exit_code == 0
     assert "placeholder secret" in result.stderr

@@ -6,6 +6,7 @@ Python: writes through HTTP, a gate that denies, a job that retries, and ``drain
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 import warnings
 from pathlib import Path
@@ -36,7 +37,8 @@ def run_walkthrough(console: Console, workdir: Path | None = None) -> None:
             database_url=f"sqlite+pysqlite:///{folder / 'demo.sqlite3'}",
             broker_url="memory://",
             queue_prefix="demo",
-            jwt_secret="demo-secret-not-for-production",
+            # A secret of this process: a token of the tour is worth nothing elsewhere.
+            jwt_secret=secrets.token_urlsafe(32),
         )
         app = App([notes], settings)
         app.create_schema()

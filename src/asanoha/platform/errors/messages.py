@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,21 +25,45 @@ def load_catalogue(language: str) -> dict[str, dict[str, str]]:
     return data
 
 
-class _Lenient(dict[str, Any]):
-    # A template may name a detail the raising code did not supply; keep the placeholder.
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+# Only plain ``{name}`` placeholders: no attribute access, indexing or format specs, so a
+# template can never reach into a detail's internals.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: What stands for a detail the raising code did not supply.
+_UNKNOWN = {"en": "(unknown)", "de": "(unbekannt)"}
+
+
+def fill(template: str, details: dict[str, Any], language: str = "en") -> str:
+    """``template`` with each ``{name}`` replaced by ``str(details[name])``.
+
+    A detail that is missing reads "(unknown)" instead of leaving ``{name}`` in the text.
+    """
+    unknown = _UNKNOWN.get(language, _UNKNOWN["en"])
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return str(details[name]) if name in details else unknown
+
+    return _PLACEHOLDER.sub(value, template)
+
+
+def template(reason: Reasons | str, audience: Audience, language: str) -> tuple[str, str]:
+    """The unfilled text for ``reason`` and the language it is in (English when the
+    language or its entry is unknown); the reason itself when no catalogue has it."""
+    language = language if language in LANGUAGES else "en"
+    entry = load_catalogue(language).get(str(reason))
+    if entry is None:
+        entry, language = load_catalogue("en").get(str(reason)), "en"
+    if entry is None:
+        return str(reason), language
+    return entry[audience], language
 
 
 def render(
     reason: Reasons | str, details: dict[str, Any], audience: Audience, language: str
 ) -> str:
     """The text for ``reason`` in ``language`` (English when unknown), filled from ``details``."""
-    catalogue = load_catalogue(language if language in LANGUAGES else "en")
-    entry = catalogue.get(str(reason)) or load_catalogue("en").get(str(reason))
-    if entry is None:
-        return str(reason)
-    return entry[audience].format_map(_Lenient(details))
+    text, language = template(reason, audience, language)
+    return fill(text, details, language)
 
 
 def developer_message(reason: Reasons | str, details: dict[str, Any]) -> str:

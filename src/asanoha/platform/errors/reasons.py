@@ -34,6 +34,7 @@ class Reasons(StrEnum):
     ENTITY_DELETED = "entity_deleted"
     ENTITY_NOT_DELETED = "entity_not_deleted"
     CONSUMER_NOT_STOPPED = "consumer_not_stopped"
+    TRANSACTION_CONFLICT = "transaction_conflict"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     # 422
@@ -45,6 +46,7 @@ class Reasons(StrEnum):
     PRE_SAVE_HOOK_FAILED = "pre_save_hook_failed"
     # 503
     DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
+    SERVICE_UNAVAILABLE = "service_unavailable"
     # agents (MCP approvals)
     AGENT_APPROVAL_REQUIRED = "agent.approval_required"
     AGENT_APPROVAL_INVALID = "agent.approval_invalid"

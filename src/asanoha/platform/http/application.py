@@ -30,7 +30,7 @@ from asanoha.platform.http.wire import (
     request_id_of,
 )
 from asanoha.platform.metrics import DatabaseCollector
-from asanoha.platform.settings import PLACEHOLDER_JWT_SECRET
+from asanoha.platform.settings import require_signing_secret
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -41,10 +41,15 @@ log = logging.getLogger("asanoha.http")
 
 def build_http_app(app: App, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     """Routes for every handler of ``app.registry``, batch, health and agent tools, and the
-    ``mounts`` (for example the MCP endpoint) with their lifespans."""
-    if app.settings.jwt_secret == PLACEHOLDER_JWT_SECRET:
+    ``mounts`` (for example the MCP endpoint) with their lifespans.
+
+    Raises ``InsecureSettingsError`` on the placeholder JWT secret outside development.
+    """
+    require_signing_secret(app.settings)
+    if app.settings.uses_placeholder_secret:
         log.warning(
-            "ASANOHA_JWT_SECRET is not set: bearer tokens are signed with a public placeholder"
+            "ASANOHA_JWT_SECRET is not set: in development, bearer tokens are signed with a "
+            "public placeholder"
         )
     features = ", ".join(feature.name for feature in app.registry.features)
     api = FastAPI(

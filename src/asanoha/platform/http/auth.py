@@ -5,6 +5,7 @@ The tenant of every call comes from the token, never from the payload.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -15,6 +16,12 @@ from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
 
 REQUIRED_CLAIMS = ("sub", "tenant", "exp")
+#: The width of the tenant and user columns (tenant_id, created_by, ...): a longer id could
+#: not be recorded with a write, so it is refused here rather than blamed on the payload.
+MAX_ID_LENGTH = 64
+MAX_ROLES = 100
+# Printable text only: no control characters (NUL included) and no lone surrogates.
+_IDENTIFIER = re.compile(f"[^\\x00-\\x1f\\x7f\\ud800-\\udfff]{{1,{MAX_ID_LENGTH}}}")
 
 
 def issue_token(settings: Settings, user: SessionUser, ttl: float | None = None) -> str:
@@ -57,18 +64,18 @@ def decode_token(settings: Settings, token: str) -> SessionUser:
 
 
 def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
-    subject, tenant, roles = claims.get("sub"), claims.get("tenant"), claims.get("roles", [])
-    if not isinstance(subject, str) or not subject:
+    subject = _identifier(claims.get("sub"), "sub")
+    tenant = _identifier(claims.get("tenant"), "tenant")
+    roles = claims.get("roles", [])
+    if (
+        not isinstance(roles, list)
+        or len(roles) > MAX_ROLES
+        or not all(isinstance(role, str) and _IDENTIFIER.fullmatch(role) for role in roles)
+    ):
         raise AuthenticationError(
-            Reasons.TOKEN_INVALID, error="claim 'sub' must be a non-empty string"
-        )
-    if not isinstance(tenant, str) or not tenant:
-        raise AuthenticationError(
-            Reasons.TOKEN_INVALID, error="claim 'tenant' must be a non-empty string"
-        )
-    if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
-        raise AuthenticationError(
-            Reasons.TOKEN_INVALID, error="claim 'roles' must be a list of strings"
+            Reasons.TOKEN_INVALID,
+            error=f"claim 'roles' must be a list of at most {MAX_ROLES} role names "
+            f"(1 to {MAX_ID_LENGTH} printable characters each)",
         )
     user = SessionUser.of(subject, tenant, roles)
     agent = claims.get("agent")
@@ -80,6 +87,15 @@ def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
     raise AuthenticationError(
         Reasons.TOKEN_INVALID, error="claim 'agent' must be a non-empty string or true"
     )
+
+
+def _identifier(value: Any, claim: str) -> str:
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+        raise AuthenticationError(
+            Reasons.TOKEN_INVALID,
+            error=f"claim {claim!r} must be a string of 1 to {MAX_ID_LENGTH} printable characters",
+        )
+    return value
 
 
 def bearer_token(authorization: str | None) -> str | None:

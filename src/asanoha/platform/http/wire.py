@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import traceback
 from typing import Any
 
@@ -12,8 +14,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from asanoha.platform.errors import AsanohaError, InternalError, pick_language, render
+from asanoha.platform.errors.database import database_failure
 
 log = logging.getLogger("asanoha.http")
+# A lone UTF-16 half has no UTF-8 form; an error that echoes one must still be sent.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Seconds a client should wait before retrying a 503.
+RETRY_AFTER_SECONDS = 1
+
+
+class WireResponse(JSONResponse):
+    """JSON in UTF-8 that never fails to encode: lone surrogates become U+FFFD."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return _LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 class ErrorInfo(BaseModel):
@@ -48,7 +66,7 @@ def to_json_data(value: Any) -> Any:
 
 def success_response(data: Any, status_code: int = 200) -> JSONResponse:
     """``{"isSuccess": true, "data": ...}``."""
-    return JSONResponse({"isSuccess": True, "data": to_json_data(data)}, status_code=status_code)
+    return WireResponse({"isSuccess": True, "data": to_json_data(data)}, status_code=status_code)
 
 
 def request_id_of(request: Request) -> str | None:
@@ -76,15 +94,28 @@ def error_response(request: Request, error: AsanohaError) -> JSONResponse:
     """The response for an error a handler or the HTTP layer raised."""
     language = pick_language(request.headers.get("accept-language"))
     body = error_body(error, request_id=request_id_of(request), language=language)
-    # RFC 6750: a 401 names the scheme the client should use.
-    headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
-    return JSONResponse(body, status_code=error.http_status, headers=headers)
+    headers: dict[str, str] = {}
+    if error.http_status == 401:
+        # RFC 6750: a 401 names the scheme the client should use.
+        headers["WWW-Authenticate"] = "Bearer"
+    if error.http_status == 503:
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return WireResponse(body, status_code=error.http_status, headers=headers or None)
 
 
 def internal_error_response(
     request: Request, exc: BaseException, *, development: bool
 ) -> JSONResponse:
-    """A 500 ``internal_error``; the stack trace goes to the log, and to the body only in development."""
+    """The answer to an exception no handler turned into an error.
+
+    A database that cannot serve (503) or a transaction that lost to another (409) is
+    answered as such; anything else is a 500 ``internal_error`` whose stack trace goes to
+    the log, and to the body only in development.
+    """
+    failure = database_failure(exc)
+    if failure is not None:
+        log.warning("database failure in request %s: %s", request_id_of(request), exc)
+        return error_response(request, failure)
     request_id = request_id_of(request)
     log.error("unexpected error in request %s", request_id, exc_info=exc)
     details: dict[str, Any] = {"request_id": request_id}

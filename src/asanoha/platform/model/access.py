@@ -31,7 +31,19 @@ class Access:
         public: str | None = None,
         public_intake: bool = False,
     ) -> None:
-        object.__setattr__(self, "roles", frozenset(roles))
+        if isinstance(roles, str | bytes):
+            # frozenset("Admin") would be the roles A, d, m, i, n.
+            raise DefinitionError(
+                f"Access(roles={roles!r}) takes a list of role names: "
+                f"write Access(roles=[{roles!r}])"
+            )
+        roles = frozenset(roles)
+        for role in roles:
+            if not isinstance(role, str) or not role.strip():
+                raise DefinitionError(
+                    f"Access(roles=...) names the role {role!r}; roles are non-blank strings"
+                )
+        object.__setattr__(self, "roles", roles)
         object.__setattr__(self, "open_to_all", open_to_all)
         object.__setattr__(self, "public", public)
         object.__setattr__(self, "public_intake", public_intake)

@@ -29,12 +29,17 @@ class IdPayload(BaseModel):
     id: uuid.UUID
 
 
+#: The largest list offset: far past any page a client reads, and inside a bigint with the
+#: page size added.
+MAX_LIST_OFFSET = 2**31 - 1
+
+
 class ListPayload(BaseModel):
     """Paging, sorting and filtering of a standard list."""
 
     model_config = ConfigDict(extra="forbid")
     limit: int = PydanticField(default=50, ge=1, le=500)
-    offset: int = PydanticField(default=0, ge=0)
+    offset: int = PydanticField(default=0, ge=0, le=MAX_LIST_OFFSET)
     cursor: str | None = None
     sort: list[str] | None = None
     filter: dict[str, Any] | None = None
@@ -67,33 +72,49 @@ def check_exclusions(
     return result
 
 
-def risk_floor(entity_def: EntityDef, verb: CrudVerb) -> tuple[Risk, str] | None:
-    """The lowest risk a standard handler may resolve to, with the reason, or ``None``."""
+@dataclasses.dataclass(frozen=True)
+class RiskFloor:
+    """The lowest risk a standard handler may resolve to, why, and how to lower it."""
+
+    risk: Risk
+    why: str
+    remedy: str
+
+
+def risk_floor(entity_def: EntityDef, verb: CrudVerb) -> RiskFloor | None:
+    """The floor of the standard handler ``verb`` of ``entity_def``, or ``None``."""
     entity = entity_def.entity
     if verb == "delete" and not entity.soft_delete:
-        return "high", "it hard-deletes (the entity has no soft delete), which is irreversible"
+        return RiskFloor(
+            "high",
+            "it hard-deletes (the entity has no soft delete), which is irreversible",
+            "declare Agent(risk='high') on it, or give the entity soft_delete=True",
+        )
     if verb in ("create", "update"):
         excluded = entity_def.exclude_fields.get(verb, frozenset())
         flagged = instruction_fields(entity, verb, excluded)
         if flagged:
-            return "high", f"it can write the read_as_instruction fields {sorted(flagged)}"
+            return RiskFloor(
+                "high",
+                f"it can write the read_as_instruction fields {sorted(flagged)}",
+                f"declare Agent(risk='high') on it, or exclude those fields from {verb}",
+            )
     return None
 
 
-def apply_floor(qn: str, declared: Agent | None, floor: tuple[Risk, str] | None) -> Agent | None:
+def apply_floor(qn: str, declared: Agent | None, floor: RiskFloor | None) -> Agent | None:
     """Raise when ``declared`` is below the floor; otherwise the agent hints to store."""
     if floor is None:
         return declared
-    floor_risk, why = floor
     if declared is not None and declared.risk is not None:
-        if is_below(declared.risk, floor_risk):
+        if is_below(declared.risk, floor.risk):
             raise DefinitionError(
-                f"{qn} declares Agent(risk={declared.risk!r}) but {why}; it resolves to "
-                f"{floor_risk!r}. Declare risk={floor_risk!r}, or exclude the fields"
+                f"{qn} declares Agent(risk={declared.risk!r}) but {floor.why}; it resolves to "
+                f"{floor.risk!r}. To fix it, {floor.remedy}"
             )
         return declared
     # Keep the other declared hints: they are checked against the floored risk.
-    return dataclasses.replace(declared, risk=floor_risk) if declared else Agent(risk=floor_risk)
+    return dataclasses.replace(declared, risk=floor.risk) if declared else Agent(risk=floor.risk)
 
 
 def build_crud_handlers(

@@ -50,6 +50,17 @@ def _json_without_nul(value: Any) -> Any:
     return value
 
 
+def _utc_in_range(value: dt.datetime) -> dt.datetime:
+    # Postgres stores years far outside 1-9999, but Python cannot read them back: such a row
+    # would fail every read of its list page. A zone can push a valid local time outside.
+    if value.tzinfo is not None:
+        try:
+            value.astimezone(dt.UTC)
+        except OverflowError:
+            raise ValueError("the timestamp in UTC must fall within the years 1 to 9999") from None
+    return value
+
+
 Text = Annotated[str, AfterValidator(_no_nul)]
 _PY_TYPES: dict[str, Any] = {
     "long_text": Text,
@@ -59,7 +70,7 @@ _PY_TYPES: dict[str, Any] = {
     "number": Annotated[float, PydanticField(allow_inf_nan=False)],
     "decimal": Annotated[decimal.Decimal, PydanticField(max_digits=38, decimal_places=10)],
     "boolean": bool,
-    "timestamp": dt.datetime,
+    "timestamp": Annotated[dt.datetime, AfterValidator(_utc_in_range)],
     "date": dt.date,
     "reference": uuid.UUID,
 }

@@ -229,12 +229,20 @@ class Feature:
         qn = make_qn(self.name, "job", name)
         if on is None and cron is None and not manual:
             raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
-        if retries < 0:
-            raise DefinitionError(f"{qn}: retries must be >= 0")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise DefinitionError(
+                f"{qn}: retries must be a whole number >= 0 (0: no retry), not {retries!r}"
+            )
         if lane not in ("worker", "api"):
             raise DefinitionError(f"{qn}: lane must be 'worker' or 'api', not {lane!r}")
-        if timeout is not None and timeout <= 0:
-            raise DefinitionError(f"{qn}: timeout must be positive")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise DefinitionError(f"{qn}: timeout must be a positive number of seconds")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise DefinitionError(
+                f"{qn}: backoff must be Backoff.fixed(...) or Backoff.exponential(...)"
+            )
 
         def register(func: F) -> F:
             self.jobs.append(

@@ -50,7 +50,12 @@ from asanoha.platform.service.request import (
     RequestMeta,
     WriteOrigin,
 )
-from asanoha.platform.service.validation import field_errors, invalid_field, validate_payload
+from asanoha.platform.service.validation import (
+    check_storable,
+    field_errors,
+    invalid_field,
+    validate_payload,
+)
 from asanoha.platform.store import (
     Database,
     StoredEvent,
@@ -275,7 +280,10 @@ class Service:
 
     def entity_def(self, name: str, *, feature: str, caller: str) -> EntityDef:
         """Entity ``name`` of ``feature``, or ``other-feature:name``; ``caller`` names who asked."""
-        key = name if ":" in name else f"{feature}:{to_kebab(name)}"
+        # The conversion of registration: crud("promptNote") is found as "promptNote",
+        # "prompt_note" or "prompt-note", in this feature or as "other:promptNote".
+        scope, _, local = name.rpartition(":")
+        key = f"{scope or feature}:{to_kebab(local)}"
         entity_def = self.registry.find_entity(key)
         if entity_def is None:
             raise LookupError(f"{caller}: no entity {name!r} is registered (looked for {key!r})")
@@ -413,6 +421,7 @@ class Service:
             body = pydantic.TypeAdapter(dict[str, pydantic.JsonValue]).validate_python(payload)
         except pydantic.ValidationError as error:
             raise ValidationError(handler=job_qn, fields=field_errors(error)) from None
+        check_storable(body, job_qn)
         if parent is not None:
             if idempotency_key is not None:
                 found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
@@ -490,6 +499,7 @@ class Service:
             raise AccessDeniedError(
                 Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
             )
+        check_storable(payload, handler.qn)
         return handler, validate_payload(handler.payload_model, payload, handler.qn)
 
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-from sqlalchemy import Connection, Select, exc, select
+from sqlalchemy import Connection, Select, exc, literal, select
 
 from asanoha.platform.errors import (
     ConflictError,
@@ -28,6 +28,7 @@ from asanoha.platform.errors import (
     VersionConflictError,
 )
 from asanoha.platform.model import EntityDef, SessionUser
+from asanoha.platform.model.crud import MAX_LIST_OFFSET
 from asanoha.platform.service import gates, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
@@ -108,11 +109,13 @@ class EntityReader:
             query = query.where(table.c.is_deleted.is_(False))
         query = self._apply_filter(query, filter or {})
         for key in [*(sort or []), "created_at", "id"]:
+            if not isinstance(key, str):
+                raise invalid_field(self._handler_qn, "sort", "string_type", "sort keys are names")
             name = key.lstrip("-")
             self._check_column(name, "sort", sortable=True)
-            column = table.c[name]
+            column = self._comparable(name, table.c[name])
             query = query.order_by(column.desc() if key.startswith("-") else column.asc())
-        start = self._decode_cursor(cursor) if cursor else offset
+        start = self._decode_cursor(cursor) if cursor else self._check_offset(offset)
         rows = [
             dict(r) for r in self._conn.execute(query.offset(start).limit(limit + 1)).mappings()
         ]
@@ -148,6 +151,18 @@ class EntityReader:
                 self._handler_qn, "id", "uuid_parsing", "Input should be a valid UUID"
             ) from None
 
+    def _check_offset(self, offset: Any) -> int:
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise invalid_field(self._handler_qn, "offset", "int_type", "offset is a number")
+        if not 0 <= offset <= MAX_LIST_OFFSET:
+            raise invalid_field(
+                self._handler_qn,
+                "offset",
+                "out_of_range",
+                f"offset must be between 0 and {MAX_LIST_OFFSET}",
+            )
+        return offset
+
     def _check_column(self, name: str, what: str, *, sortable: bool) -> None:
         declared = self.entity_def.entity.fields.get(name)
         allowed = (
@@ -160,9 +175,19 @@ class EntityReader:
                 self._handler_qn, f"{what}.{name}", f"not_{what}able", f"{name!r} is not {what}able"
             )
 
+    def _comparable(self, name: str, expression: Any) -> Any:
+        declared = self.entity_def.entity.fields.get(name)
+        if declared is None:
+            return expression
+        return self._service.database.backend.comparable(expression, declared.kind)
+
     def _apply_filter(self, query: Select[Any], filters: Mapping[str, Any]) -> Select[Any]:
         entity = self.entity_def.entity
         for name, condition in filters.items():
+            if not isinstance(name, str):
+                raise invalid_field(
+                    self._handler_qn, "filter", "string_type", "filter keys are field names"
+                )
             self._check_column(name, "filter", sortable=False)
             operations = condition if isinstance(condition, dict) else {"eq": condition}
             adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
@@ -177,6 +202,10 @@ class EntityReader:
                         "unknown_operator",
                         f"use one of {sorted(FILTER_OPERATORS)}",
                     )
+                if op == "in" and not isinstance(raw, list):
+                    raise invalid_field(
+                        self._handler_qn, f"filter.{name}.in", "list_type", "'in' takes a list"
+                    )
                 try:
                     value = (
                         [adapter.validate_python(v) for v in raw]
@@ -190,8 +219,15 @@ class EntityReader:
                         "invalid_value",
                         str(error).splitlines()[0],
                     ) from None
-                query = query.where(_compare(column, op, value))
+                query = query.where(self._compare(name, column, op, value))
         return query
+
+    def _compare(self, name: str, column: Any, op: str, value: Any) -> Any:
+        if op not in ("lt", "lte", "gt", "gte") or value is None:
+            return _compare(column, op, value)
+        # Orderings compare as the backend orders the column (decimals on SQLite).
+        bound = literal(value, type_=column.type)
+        return _compare(self._comparable(name, column), op, self._comparable(name, bound))
 
     def _encode_cursor(self, offset: int) -> str:
         return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
@@ -199,9 +235,9 @@ class EntityReader:
     def _decode_cursor(self, cursor: str) -> int:
         try:
             offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["o"]
-            if isinstance(offset, int) and offset >= 0:
+            if isinstance(offset, int) and 0 <= offset <= MAX_LIST_OFFSET:
                 return offset
-        except (ValueError, KeyError, TypeError, binascii.Error):
+        except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
             pass
         raise invalid_field(
             self._handler_qn, "cursor", "invalid_cursor", "not a cursor this list returned"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pydantic
@@ -9,6 +11,12 @@ import pydantic
 from asanoha.platform.errors import ValidationError
 
 M = TypeVar("M", bound=pydantic.BaseModel)
+
+# What no JSON column (Postgres jsonb, text) and no UTF-8 answer can hold: U+0000 and the
+# UTF-16 halves that JSON escapes can smuggle in alone (\ud800).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: Nesting beyond this is not walked (the HTTP layer bounds JSON depth far below it).
+_MAX_WALK_DEPTH = 200
 
 
 def field_errors(exc: pydantic.ValidationError) -> list[dict[str, Any]]:
@@ -40,3 +48,43 @@ def invalid_field(handler: str, path: str, type: str, message: str) -> Validatio
     return ValidationError(
         handler=handler, fields=[{"path": path, "type": type, "message": message}]
     )
+
+
+def check_storable(payload: Any, handler: str) -> None:
+    """Refuse a payload that holds text no database column or JSON answer can carry.
+
+    NUL (U+0000) and lone surrogates, in a value or a key, at any depth: each would fail
+    later, inside the transaction (the outbox row of a triggered job, a filter parameter) or
+    while writing the error that echoes it. Raises ``ValidationError`` naming the path.
+    """
+    if isinstance(payload, pydantic.BaseModel):
+        payload = payload.model_dump()
+    for path in _unstorable_paths(payload, (), 0):
+        raise invalid_field(
+            handler,
+            ".".join(path) or "$",
+            "unstorable_text",
+            "text may not contain U+0000 or an unpaired surrogate (U+D800 to U+DFFF)",
+        )
+
+
+def _unstorable_paths(value: Any, path: tuple[str, ...], depth: int) -> Iterator[tuple[str, ...]]:
+    if isinstance(value, str):
+        if _UNSTORABLE.search(value):
+            yield path
+    elif depth > _MAX_WALK_DEPTH:
+        return
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            name = str(key)
+            if _UNSTORABLE.search(name):
+                yield (*path, printable(name))
+            yield from _unstorable_paths(item, (*path, printable(name)), depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _unstorable_paths(item, (*path, str(index)), depth + 1)
+
+
+def printable(text: str) -> str:
+    """``text`` with NUL and lone surrogates written as ``\\uXXXX`` escapes, safe to echo."""
+    return _UNSTORABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

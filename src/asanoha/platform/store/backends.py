@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, Executable, Table, create_engine, event, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Executable,
+    Float,
+    Table,
+    cast,
+    create_engine,
+    event,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import StaticPool
+
+#: Execution option of a connection whose transactions only read (no write lock on SQLite).
+READS_ONLY = "asanoha_reads_only"
 
 
 class Backend(Protocol):
@@ -26,6 +40,12 @@ class Backend(Protocol):
 
     def start_read_only(self, conn: Connection) -> None:
         """Begin a transaction on ``conn`` in which the database refuses every write."""
+
+    def start_reads(self, conn: Connection) -> None:
+        """Mark ``conn`` as a reader: its transactions take no write lock."""
+
+    def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
+        """``expression`` (a column or value of a field of ``kind``) as it orders and compares."""
 
 
 class PostgresBackend:
@@ -64,6 +84,13 @@ class PostgresBackend:
         # The first statement begins the transaction; SET TRANSACTION must be that statement.
         conn.exec_driver_sql("SET TRANSACTION READ ONLY")
 
+    def start_reads(self, conn: Connection) -> None:
+        # Postgres readers never take a lock a writer waits for.
+        return None
+
+    def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
+        return expression
+
     def after_create(self, conn: Connection) -> None:
         # Consumers use the writer's transaction id to find events committed out of id order.
         conn.execute(
@@ -101,15 +128,20 @@ def _quote_literal(value: str) -> str:
 
 
 class SqliteBackend:
-    """SQLite (the embedded default): one writer at a time, taken at BEGIN."""
+    """SQLite (the embedded default): one writer at a time, taken at BEGIN; readers take no
+    lock (WAL), so a slow read never delays a write."""
 
     name = "sqlite"
 
     def create_engine(self, url: URL, pool_size: int, pre_ping: bool = False) -> Engine:
+        in_memory = url.database in (None, "", ":memory:")
+        options: dict[str, Any] = {"pool_pre_ping": pre_ping}
+        if in_memory:
+            # Every connection to :memory: opens a new, empty database: share one connection
+            # so that the schema and the rows are the same for every caller.
+            options["poolclass"] = StaticPool
         engine = create_engine(
-            url,
-            connect_args={"check_same_thread": False, "timeout": 30},
-            poolclass=NullPool if url.database in (None, "", ":memory:") else None,
+            url, connect_args={"check_same_thread": False, "timeout": 30}, **options
         )
 
         @event.listens_for(engine, "connect")
@@ -123,9 +155,13 @@ class SqliteBackend:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            # A deferred transaction that reads and then writes cannot wait for the lock
-            # (SQLITE_BUSY); taking the write lock at BEGIN serializes writers instead.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            if conn.get_execution_options().get(READS_ONLY):
+                # A reader's snapshot needs no lock: writers go on while it reads.
+                conn.exec_driver_sql("BEGIN DEFERRED")
+            else:
+                # A deferred transaction that reads and then writes cannot wait for the lock
+                # (SQLITE_BUSY); taking the write lock at BEGIN serializes writers instead.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
 
@@ -138,8 +174,15 @@ class SqliteBackend:
 
     def start_read_only(self, conn: Connection) -> None:
         # SQLite has no read-only transactions; query handlers get no write verbs, and the
-        # service refuses a write dispatched inside a query.
-        return None
+        # service refuses a write dispatched inside a query. It takes no write lock either.
+        self.start_reads(conn)
+
+    def start_reads(self, conn: Connection) -> None:
+        conn.execution_options(**{READS_ONLY: True})
+
+    def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
+        # Decimals are stored as text (exact); as text, "10" sorts before "9".
+        return cast(expression, Float) if kind == "decimal" else expression
 
 
 def backend_for(url: URL) -> Backend:

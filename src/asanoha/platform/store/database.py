@@ -38,8 +38,12 @@ class Database:
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
-        """A connection for reads (a transaction begins on first use and is rolled back)."""
+        """A connection for reads (a transaction begins on first use and is rolled back).
+
+        Its transactions take no write lock: write through ``begin()``.
+        """
         with self.engine.connect() as conn:
+            self.backend.start_reads(conn)
             yield conn
 
     @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,40 @@ class UtcDateTime(TypeDecorator[dt.datetime]):
 
 Timestamp = UtcDateTime()
 
+#: Decimal places of a ``decimal`` field (the column is numeric(38, 10) on Postgres).
+DECIMAL_PLACES = 10
+_DECIMAL_STEP = decimal.Decimal(1).scaleb(-DECIMAL_PLACES)
+# 38 significant digits do not fit the default context (28).
+_DECIMAL_CONTEXT = decimal.Context(prec=40)
+
+
+class ExactDecimal(TypeDecorator[decimal.Decimal]):
+    """numeric(38, 10) on Postgres; text on SQLite, whose numeric columns keep only 15
+    significant digits (the row would no longer match its event).
+
+    On SQLite the value is stored with exactly 10 decimal places, so equal values have equal
+    texts and equality filters compare exactly; ordering casts to a float (``Backend.comparable``).
+    """
+
+    impl = Numeric(38, DECIMAL_PLACES)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(Text())
+        return dialect.type_descriptor(Numeric(38, DECIMAL_PLACES))
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None or dialect.name != "sqlite":
+            return value
+        exact = decimal.Decimal(str(value)) if isinstance(value, float) else value
+        return format(decimal.Decimal(exact).quantize(_DECIMAL_STEP, context=_DECIMAL_CONTEXT), "f")
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> decimal.Decimal | None:
+        if value is None or isinstance(value, decimal.Decimal):
+            return value
+        return decimal.Decimal(str(value))
+
 
 def _column_type(declared: Field) -> TypeEngine[Any]:
     mapping: dict[str, TypeEngine[Any]] = {
@@ -62,7 +97,7 @@ def _column_type(declared: Field) -> TypeEngine[Any]:
         "json": Json,
         "integer": BigInteger(),
         "number": Float(),
-        "decimal": Numeric(38, 10),
+        "decimal": ExactDecimal(),
         "boolean": Boolean(),
         "select": String(max((len(c) for c in declared.choices), default=1)),
         "timestamp": Timestamp,
