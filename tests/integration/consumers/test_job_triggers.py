@@ -8,13 +8,15 @@ import threading
 import uuid
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from sqlalchemy import func, select, update
 
 from asanoha import Access, Feature
-from asanoha.platform.consumers import JOB_TRIGGER_CONSUMER, ConsumerContext
+from asanoha.platform.consumers import JOB_TRIGGER_CONSUMER, ConsumerContext, ConsumerDeadError
 from asanoha.platform.store import StoredEvent
 from asanoha.testing import TestUsers
+from asanoha.workers import DrainTimeoutError
 
 #: No consumer driver besides drain(): no wake-up task, no worker tick.
 NO_DRIVER = {"consumer_wake": False, "consumer_tick_interval": 0}
@@ -142,3 +144,30 @@ def test_every_worker_ticks_the_consumers(asanoha_stack):
     )
     stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
     assert seen.wait(WAIT)
+
+
+def _stuck(max_attempts: int) -> Feature:
+    feature = _follower(threading.Event())
+
+    @feature.consumer("refuse", on=["wake:event:rang"], max_attempts=max_attempts)
+    def refuse(event: StoredEvent, ctx: ConsumerContext) -> None:
+        raise LookupError(f"no mailbox for event {event.id}")
+
+    return feature
+
+
+def test_drain_with_jobs_names_a_dead_consumer(asanoha_stack):
+    stack = asanoha_stack(features=[_stuck(2)], jobs=True, settings=NO_DRIVER)
+    stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
+    with pytest.raises(ConsumerDeadError) as raised:
+        stack.drain(timeout=20)
+    assert "wake:consumer:refuse is dead at event" in str(raised.value)
+    assert "LookupError: no mailbox for event" in str(raised.value)
+
+
+def test_a_drain_timeout_with_jobs_lists_the_consumers_behind(asanoha_stack):
+    stack = asanoha_stack(features=[_stuck(1_000_000)], jobs=True, settings=NO_DRIVER)
+    stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
+    with pytest.raises(DrainTimeoutError) as raised:
+        stack.drain(timeout=0.5)
+    assert "consumers behind: wake:consumer:refuse (lag 1)" in str(raised.value)
