@@ -36,6 +36,7 @@ from _common import (
     scratch_database,
     warm_up_seconds,
 )
+from _results import Figure, at_least, safe_ratio, write_figures
 from asanoha import App, Feature, Settings
 from asanoha.platform.consumers import ConsumerContext
 from asanoha.platform.consumers.passes import BATCH_SIZE
@@ -123,7 +124,47 @@ def main(argv: list[str] | None = None) -> int:
         f"  with / without                            {beside.rate / alone.rate:10.2f}"
         f"   target >= {WRITE_RATIO_TARGET}"
     )
+    write_figures(args.json, figures_of(args, asanoha, raw, alone, beside))
     return 0
+
+
+def figures_of(
+    args: argparse.Namespace,
+    asanoha: Throughput,
+    raw: Throughput,
+    alone: Throughput,
+    beside: Throughput,
+) -> list[Figure]:
+    """The catch-up rate against the raw loop, and the writers with a consumer beside them."""
+    catchup = safe_ratio(asanoha.rate, raw.rate)
+    writes = safe_ratio(beside.rate, alone.rate)
+    return [
+        Figure(
+            benchmark="consumer_catchup",
+            name=f"no-op consumer catching up on {args.events:,} events",
+            value=round(asanoha.rate),
+            unit="events/s",
+            peer="raw psycopg loop, same batches, a position update per batch",
+            peer_value=round(raw.rate),
+            ratio_label="asanoha / raw",
+            ratio=catchup,
+            target=f">= {CATCHUP_RATIO_TARGET} and >= {CATCHUP_RATE_TARGET:,} events/s",
+            target_met=bool(at_least(catchup, CATCHUP_RATIO_TARGET))
+            and asanoha.rate >= CATCHUP_RATE_TARGET,
+        ),
+        Figure(
+            benchmark="consumer_catchup",
+            name=f"service-layer writes, {WRITE_THREADS} threads, consumer advancing beside",
+            value=round(beside.rate),
+            unit="writes/s",
+            peer="the same writer on an application without consumers",
+            peer_value=round(alone.rate),
+            ratio_label="with / without",
+            ratio=writes,
+            target=f">= {WRITE_RATIO_TARGET}",
+            target_met=at_least(writes, WRITE_RATIO_TARGET),
+        ),
+    ]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -134,7 +175,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--database-url", default=ADMIN_URL, help="admin URL to create and drop the bench database"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 10,000 events, 1 s, one round"
+    )
+    parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.events, args.seconds, args.rounds = 10_000, 1.0, 1
+    return args
 
 
 # -- part 1: catching up --------------------------------------------------------------------

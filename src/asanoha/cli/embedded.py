@@ -27,16 +27,17 @@ def uses_embedded_broker(app: App) -> bool:
 
 @contextmanager
 def embedded_worker(app: App) -> Iterator[None]:
-    """Run the application's jobs in this process while the block runs (embedded broker only)."""
-    if not uses_embedded_broker(app) or not app.registry.jobs:
+    """Run the application's jobs and consumers in this process while the block runs
+    (embedded broker only)."""
+    if not uses_embedded_broker(app) or not (app.registry.jobs or app.consumers):
         yield
         return
     from asanoha.workers.runtime import JobRuntime
 
     runtime = JobRuntime.start(app)
     typer.echo(
-        "Jobs run in this process (in-process broker memory://). For separate workers set "
-        "ASANOHA_BROKER_URL to redis://... or amqp://... and run asanoha worker.",
+        "Jobs and consumers run in this process (in-process broker memory://). For separate "
+        "workers set ASANOHA_BROKER_URL to redis://... or amqp://... and run asanoha worker.",
         err=True,
     )
     try:

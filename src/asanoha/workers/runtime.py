@@ -44,11 +44,12 @@ class JobRuntime:
     @classmethod
     def start(cls, app: App, *, concurrency: int = CONCURRENCY) -> JobRuntime:
         """Build ``app.celery`` and start its worker. The schema must exist already."""
-        if not app.registry.jobs:
+        if not app.registry.jobs and not app.consumers:
             features = ", ".join(f.name for f in app.registry.features) or "none"
             raise RuntimeError(
-                f"the stack has jobs enabled but its features ({features}) define no job; "
-                "declare one with @feature.job(...) or create the stack without jobs=True"
+                f"the stack has jobs enabled but its features ({features}) define no job "
+                "or consumer; declare one with @feature.job(...) or create the stack without "
+                "jobs=True"
             )
         with _ACTIVE_LOCK:
             if _active:
