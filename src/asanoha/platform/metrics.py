@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -84,26 +84,31 @@ def observe_job_attempt(job: str, outcome: JobOutcome, seconds: float) -> None:
     metrics.job_seconds.labels(job, outcome).observe(seconds)
 
 
+#: ``(consumer, lag, status)`` of every consumer; the lag counts committed events of its types.
+ConsumerLags = Callable[[], Iterable[tuple[str, int, str]]]
+
+
 class DatabaseCollector:
     """Gauges read from the database at scrape time: outbox age and consumer lag."""
 
-    def __init__(self, database: Database, tables: Tables) -> None:
+    def __init__(
+        self, database: Database, tables: Tables, consumer_lags: ConsumerLags | None = None
+    ) -> None:
         self.database = database
         self.tables = tables
+        self.consumer_lags = consumer_lags
 
     def collect(self) -> Iterator[Metric]:
-        """Query the outbox and the consumer positions (two short reads)."""
+        """Query the outbox and the consumer positions (short reads)."""
         from prometheus_client.core import GaugeMetricFamily
 
-        outbox, consumers, events = self.tables.outbox, self.tables.consumers, self.tables.events
+        outbox = self.tables.outbox
         with self.database.connect() as conn:
             oldest, due = conn.execute(
                 select(func.min(outbox.c.created_at), func.count()).where(
                     outbox.c.published_at.is_(None)
                 )
             ).one()
-            head = conn.execute(select(func.coalesce(func.max(events.c.id), 0))).scalar_one()
-            positions = conn.execute(select(consumers.c.name, consumers.c.position)).all()
         age = GaugeMetricFamily(
             "asanoha_outbox_due_age_seconds",
             "Age of the oldest outbox row not yet published (0 when none).",
@@ -115,11 +120,11 @@ class DatabaseCollector:
         )
         lag = GaugeMetricFamily(
             "asanoha_consumer_lag_events",
-            "Events after the consumer's position.",
-            labels=["consumer"],
+            "Committed events of the consumer's types it has not handled yet.",
+            labels=["consumer", "status"],
         )
-        for name, position in positions:
-            lag.add_metric([name], max(int(head) - int(position), 0))
+        for name, behind, status in self.consumer_lags() if self.consumer_lags else ():
+            lag.add_metric([name, status], behind)
         yield lag
 
 

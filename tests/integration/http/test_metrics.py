@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from asanoha import Access, Entity, Feature, fields
 from asanoha.platform.errors import NotFoundError
 from asanoha.testing import Stack, TestUsers
+from asanoha.testing.plugin import StackFactory
 
 CREATE = "catalog:write:item:create"
+memo = Entity(table="lagging_memos", fields={"text": fields.text(personal=False, reason="x")})
 
 
 def scrape(stack: Stack) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -48,3 +53,24 @@ def test_metrics_show_the_outbox_and_consumer_gauges(stack: Stack) -> None:
     assert samples[("asanoha_outbox_due_rows", ())] == 0.0
     text = stack.http.client.get("/metrics").text
     assert "# TYPE asanoha_consumer_lag_events gauge" in text
+
+
+def test_consumer_lag_counts_the_events_a_consumer_has_not_handled(
+    asanoha_stack: StackFactory,
+) -> None:
+    feature = Feature("lagging")
+    feature.crud("memo", memo, write=Access(roles=["Admin"]), read=Access(roles=["Admin"]))
+
+    @feature.consumer("audit", on=["lagging:event:memo.created"])
+    def audit(event: Any, ctx: Any) -> None:
+        return None
+
+    stack = asanoha_stack(features=[feature])
+    stack.http.write_ok("lagging:write:memo:create", {"text": "a"}, TestUsers.admin)
+    lag = (
+        "asanoha_consumer_lag_events",
+        (("consumer", "lagging:consumer:audit"), ("status", "idle")),
+    )
+    assert scrape(stack)[lag] == 1
+    stack.drain()
+    assert scrape(stack)[lag] == 0

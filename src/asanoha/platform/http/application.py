@@ -70,7 +70,14 @@ def build_http_app(app: App, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
         ]
     )
     api.include_router(health_router(app))
-    add_metrics_route(api, DatabaseCollector(app.database, app.service.tables))
+    add_metrics_route(
+        api,
+        DatabaseCollector(
+            app.database,
+            app.service.tables,
+            lambda: ((found.name, found.lag, found.status) for found in app.consumers.status()),
+        ),
+    )
     add_docs_routes(api)
     add_agent_tools_route(api, app)
     add_batch_route(api, app, catalogue)
