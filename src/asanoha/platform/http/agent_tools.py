@@ -7,9 +7,12 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
-from asanoha.platform.http.routes import json_endpoint
+from asanoha.platform.http.routes import json_endpoint, request_meta
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import list_agent_tools
+
+#: The bundled handler behind the approvals route (``asanoha.handlers.agent_approvals``).
+APPROVE_QN = "agent:write:approve"
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -27,6 +30,24 @@ def add_agent_tools_route(api: FastAPI, app: App) -> None:
         methods=["GET"],
         name="agent-tools",
         summary="The handlers agents may call, as tools with JSON schemas and risk hints",
+        tags=["agent"],
+        response_model=None,
+    )
+
+
+def add_approvals_route(api: FastAPI, app: App) -> None:
+    """Register ``POST /api/agent/approvals``: a human approves one agent call (the same as
+    ``POST /api/write/agent:write:approve``), answering the single-use token."""
+
+    def call(request: Request, user: SessionUser, body: Any) -> Any:
+        return app.service.dispatch_write(APPROVE_QN, body, user, meta=request_meta(request))
+
+    api.add_api_route(
+        "/api/agent/approvals",
+        json_endpoint(app, call),
+        methods=["POST"],
+        name="agent-approvals",
+        summary="Approve one high-risk call by an agent; answers a single-use approval token",
         tags=["agent"],
         response_model=None,
     )

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
-from asanoha.platform.http.agent_tools import add_agent_tools_route
+from asanoha.platform.http.agent_tools import add_agent_tools_route, add_approvals_route
 from asanoha.platform.http.batch import BatchRequest, add_batch_route
 from asanoha.platform.http.docs import add_docs_routes
 from asanoha.platform.http.health import health_router
@@ -80,6 +80,7 @@ def build_http_app(app: App, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     )
     add_docs_routes(api)
     add_agent_tools_route(api, app)
+    add_approvals_route(api, app)
     add_batch_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
     for mount in mounts:

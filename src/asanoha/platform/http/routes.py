@@ -65,13 +65,21 @@ def json_endpoint(app: App, call: Call, *, allow_anonymous: bool = False) -> End
     return endpoint
 
 
+#: The header that carries an approval token on the HTTP API (MCP: ``_meta``).
+APPROVAL_HEADER = "X-Asanoha-Approval"
+
+
 def handler_call(app: App, handler: HandlerDef) -> Call:
     """Dispatch to ``handler`` through the service (the one place payloads are validated)."""
     service = app.service
-    dispatch = service.dispatch_write if handler.kind == "write" else service.dispatch_query
 
     def call(request: Request, user: SessionUser, body: Any) -> Any:
-        return dispatch(handler.qn, body, user, meta=request_meta(request))
+        meta = request_meta(request)
+        if handler.kind == "query":
+            return service.dispatch_query(handler.qn, body, user, meta=meta)
+        # An agent principal's high-risk write runs only with a human's approval token.
+        approval = request.headers.get(APPROVAL_HEADER)
+        return service.dispatch_write(handler.qn, body, user, meta=meta, approval=approval)
 
     return call
 
