@@ -1,4 +1,4 @@
-"""``App``: assembles registry, database, service layer, HTTP app and Celery app."""
+"""``App``: assembles registry, database, service layer, HTTP app and Celery side."""
 
 from __future__ import annotations
 
@@ -18,29 +18,37 @@ if TYPE_CHECKING:
     from celery import Celery
     from fastapi import FastAPI
 
+    from asanoha.workers.celery_app import CeleryJobs
     from asanoha.workers.consumer_wake import ConsumerWaker
 
 
 class DeferredCeleryPublisher:
-    """The outbox publisher until the first message: builds ``app.celery``, which connects
-    the real publisher, and hands the message on to it."""
+    """The service's outbox publisher: builds the application's Celery side on the first
+    message (so nothing imports Celery before a job is published) and publishes through it."""
 
     def __init__(self, app: App) -> None:
         self._app = app
 
     def publish(self, message: OutboxMessage) -> None:
-        """Build the Celery app once, then publish through its publisher."""
-        self._app.celery  # noqa: B018 - building it replaces service.publisher
-        publisher = self._app.service.publisher
-        if publisher is None or publisher is self:
-            raise RuntimeError("building the Celery app did not connect an outbox publisher")
-        publisher.publish(message)
+        """Publish ``message`` through the Celery side's publisher."""
+        self._app.celery_jobs.publisher.publish(message)
 
 
 class App:
-    """An application: its features, and the runtime built from them and the settings."""
+    """An application: its features, and the runtime built from them and the settings.
 
-    def __init__(self, features: Iterable[Feature], settings: Settings | None = None) -> None:
+    ``publish_jobs=False`` keeps triggered jobs as job rows only (a test stack without a
+    worker reads them; the relay of a worker publishes them later) and sends no consumer
+    wake-ups: this process does not talk to the broker.
+    """
+
+    def __init__(
+        self,
+        features: Iterable[Feature],
+        settings: Settings | None = None,
+        *,
+        publish_jobs: bool = True,
+    ) -> None:
         self.settings = settings or Settings()
         # Every application carries agent:write:approve; its handler reaches this app's
         # approval desk when it runs.
@@ -53,25 +61,24 @@ class App:
             pool_size=self.settings.database_pool_size,
             pre_ping=self.settings.database_pre_ping,
         )
+        # Jobs triggered by a write are published right after its commit, in whatever
+        # process made the write (an API server too).
+        publisher = DeferredCeleryPublisher(self) if self.registry.jobs and publish_jobs else None
         self.service = Service(
-            self.registry, self.database, approval_key=approval_key(self.settings.jwt_secret)
+            self.registry,
+            self.database,
+            publisher=publisher,
+            approval_key=approval_key(self.settings.jwt_secret),
         )
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(self.service)
-        if self.registry.jobs or self.consumers:
-            # Jobs triggered by a write are published right after its commit, in whatever
-            # process made the write (an API server too): connect the outbox now, and build
-            # the Celery app on the first publish so nothing imports Celery before then.
-            self.service.publisher = DeferredCeleryPublisher(self)
-        if self.consumers and self.settings.consumer_wake:
+        if self.consumers and self.settings.consumer_wake and publish_jobs:
             self.service.add_commit_listener(self._wake_consumers)
 
     def _wake_consumers(self, events: Sequence[StoredEvent]) -> None:
         """After a commit: have a worker advance the consumers, if one follows ``events``."""
-        # Without a publisher nothing is connected to the broker (a stack without jobs).
-        if self.service.publisher is None or not self.consumers.follows(events):
-            return
-        self._consumer_waker.wake()
+        if self.consumers.follows(events):
+            self._consumer_waker.wake()
 
     @functools.cached_property
     def _consumer_waker(self) -> ConsumerWaker:
@@ -80,15 +87,17 @@ class App:
         return ConsumerWaker(lambda: publish_advance(self.celery, self.settings))
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
-        """What ``/health/ready`` asks: the database, and the broker when there are jobs.
+        """What ``/health/ready`` asks: the database, and with jobs the broker and how long
+        the oldest due job has waited to be published.
 
         Each check returns ``"ok"`` or the error text.
         """
         checks: dict[str, Callable[[], str]] = {"database": self.database.check}
         if self.registry.jobs:
-            from asanoha.workers.readiness import check_broker
+            from asanoha.workers.readiness import check_broker, check_job_backlog
 
             checks["broker"] = lambda: check_broker(self.celery)
+            checks["jobs"] = lambda: check_job_backlog(self.database, self.service.tables)
         return checks
 
     def create_schema(self) -> None:
@@ -115,22 +124,24 @@ class App:
         return build_http_app(self, [AsgiMount("/mcp", endpoint, endpoint.lifespan)])
 
     @functools.cached_property
-    def celery(self) -> Celery:
-        """The Celery application; building it connects the outbox to the broker."""
+    def celery_jobs(self) -> CeleryJobs:
+        """The Celery side: Celery app, publisher, attempt runner, relay, probes, outcomes."""
         from asanoha.workers import make_celery
 
         return make_celery(self)
 
+    @property
+    def celery(self) -> Celery:
+        """The Celery application."""
+        return self.celery_jobs.celery
+
     def close(self) -> None:
-        """Release the database pool, and the broker connections and run-row writer of the
-        Celery app when it was built."""
+        """Release the database pool, and the Celery side when it was built."""
         waker = self.__dict__.get("_consumer_waker")
         if waker is not None:
             waker.close()
-        celery = self.__dict__.get("celery")
-        if celery is not None:
-            from asanoha.workers.celery_app import close_worker_resources
-
-            close_worker_resources(celery)
-            celery.close()
+        jobs = self.__dict__.get("celery_jobs")
+        if jobs is not None:
+            jobs.close()
+            jobs.celery.close()
         self.database.dispose()

@@ -36,11 +36,11 @@ def build_app(tmp_path: Path) -> App:
 def test_a_write_in_a_process_that_never_built_celery_publishes_its_job(tmp_path: Path) -> None:
     app = build_app(tmp_path)
     assert isinstance(app.service.publisher, DeferredCeleryPublisher)
-    assert "celery" not in app.__dict__
+    assert "celery_jobs" not in app.__dict__
     app.service.dispatch_write(
         "inbox:write:message:create", {"subject": "hi"}, SessionUser.of("u", "t", ["Admin"])
     )
-    assert "celery" in app.__dict__
+    assert "celery_jobs" in app.__dict__
     with app.database.connect() as conn:
         published = conn.execute(select(app.service.tables.outbox.c.published_at)).scalar_one()
     assert published is not None

@@ -34,7 +34,8 @@ def embedded_worker(app: App) -> Iterator[None]:
         return
     from asanoha.workers.runtime import JobRuntime
 
-    runtime = JobRuntime.start(app)
+    # With the relay: nothing else publishes jobs whose first publish failed.
+    runtime = JobRuntime.start(app, relay=True)
     typer.echo(
         "Jobs and consumers run in this process (in-process broker memory://). For separate "
         "workers set ASANOHA_BROKER_URL to redis://... or amqp://... and run asanoha worker.",

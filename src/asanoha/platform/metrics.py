@@ -105,8 +105,12 @@ class DatabaseCollector:
         outbox = self.tables.outbox
         with self.database.connect() as conn:
             oldest, due = conn.execute(
-                select(func.min(outbox.c.created_at), func.count()).where(
-                    outbox.c.published_at.is_(None)
+                # Due: pending, unpublished, and its next attempt may start (a retry
+                # waiting in the row for its backoff is not late).
+                select(func.min(outbox.c.not_before), func.count()).where(
+                    outbox.c.state == "pending",
+                    outbox.c.published_at.is_(None),
+                    outbox.c.not_before <= func.now(),
                 )
             ).one()
         age = GaugeMetricFamily(

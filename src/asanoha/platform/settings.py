@@ -32,6 +32,17 @@ class Settings(BaseSettings):
     queue_prefix: str = "asanoha"
     #: Redis visibility timeout in seconds: no countdown or job timeout may exceed it.
     visibility_timeout: float = 3600.0
+    #: Seconds a job attempt may run when the job declares no ``timeout=``.
+    job_timeout: float = 300.0
+    #: Longest retry countdown held by the broker; longer ones wait in the database and the
+    #: relay publishes them when due (also capped so countdown + timeout + grace stays below
+    #: the visibility timeout).
+    broker_countdown_max: float = 60.0
+    #: Seconds between two relay passes of each ``asanoha worker``.
+    relay_interval: float = 1.0
+    #: Days a finished job row and its run rows are kept before the bundled prune job
+    #: deletes them.
+    job_retention_days: float = 7.0
     jwt_secret: str = PLACEHOLDER_JWT_SECRET
     jwt_algorithm: str = "HS256"
     jwt_ttl_seconds: int = 3600

@@ -63,12 +63,14 @@ class Stack:
         self._jobs: JobRuntime | None = None
         self._client: TestClient | None = None
         try:
-            self.app = App(features, stack_settings(self._database.url, suffix, settings))
+            # Without jobs no worker consumes this stack's queues: triggered jobs stay job
+            # rows (tests can read them) instead of messages nobody will take.
+            self.app = App(
+                features,
+                stack_settings(self._database.url, suffix, settings),
+                publish_jobs=jobs,
+            )
             self.app.create_schema()
-            if not jobs:
-                # No worker consumes this stack's queues: keep triggered jobs as outbox rows
-                # (tests can read them) instead of publishing messages nobody will take.
-                self.app.service.publisher = None
             self._client = TestClient(self.app.http)
             self._client.__enter__()
             self.http = StackHttp(self._client, self.app.settings)
@@ -111,10 +113,12 @@ class Stack:
     # -- operations -------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Empty every table (platform and entities)."""
+        """Empty every table (platform and entities); ``drain()`` forgets the job runs it saw."""
         with self.db.begin() as conn:
             for table in reversed(self.tables.metadata.sorted_tables):
                 conn.execute(table.delete())
+        if self._jobs is not None:
+            self._jobs.forget_runs()
 
     def capture_writes(self) -> contextlib.AbstractContextManager[list[str]]:
         """Collect every INSERT/UPDATE/DELETE the stack's engine sends while the block runs."""

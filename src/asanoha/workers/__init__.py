@@ -1,21 +1,23 @@
-"""Celery: the application factory, job tasks and ``JobContext``, the outbox publisher and
-relay, beat schedule, pending-work counts and ``drain``."""
+"""Celery: the Celery side of an application (``make_celery``), job tasks and
+``JobContext``, claims and ends of attempts on the job row, the outbox publisher and the
+worker's relay, beat schedule, pending-work counts and ``drain``."""
 
-from asanoha.workers.celery_app import make_celery
+from asanoha.workers.celery_app import CeleryJobs, make_celery
 from asanoha.workers.dispatch import dispatch_job
 from asanoha.workers.drain import DrainSummary, DrainTimeoutError, JobFailedError
-from asanoha.workers.job_context import JobContext
-from asanoha.workers.pending import PendingWork, count_pending_jobs
+from asanoha.workers.job_context import JobContext, JobTrigger
+from asanoha.workers.pending import PendingWork
 from asanoha.workers.runtime import JobRuntime
 
 __all__ = [
+    "CeleryJobs",
     "DrainSummary",
     "DrainTimeoutError",
     "JobContext",
     "JobFailedError",
     "JobRuntime",
+    "JobTrigger",
     "PendingWork",
-    "count_pending_jobs",
     "dispatch_job",
     "make_celery",
 ]

@@ -1,4 +1,8 @@
-"""The Celery beat schedule: one entry per ``cron=`` job, plus the outbox relay tick."""
+"""The Celery beat schedule: one entry per ``cron=`` job, plus the prune of finished job rows.
+
+Beat sends no job message itself: each tick runs ``asanoha.cron``, which enqueues the job
+through the outbox like any other enqueue, so a cron run has a job row and its record.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,13 @@ from celery.schedules import crontab
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Registry
-from asanoha.platform.model.users import SYSTEM_USER_ID
 from asanoha.platform.settings import Settings
-from asanoha.workers.lanes import queue_for_job, queue_name
+from asanoha.workers.lanes import queue_name
 
-RELAY_TASK_NAME = "asanoha.relay-outbox"
-#: Seconds between relay ticks; rows the writer published never wait for it.
-RELAY_INTERVAL = 10.0
+CRON_TASK_NAME = "asanoha.cron"
+PRUNE_TASK_NAME = "asanoha.prune-jobs"
+#: The prune runs hourly, at this minute.
+PRUNE_MINUTE = 17
 
 
 def parse_cron(expression: str, job_qn: str) -> crontab:
@@ -39,28 +43,23 @@ def parse_cron(expression: str, job_qn: str) -> crontab:
 
 
 def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dict[str, Any]]:
-    """Beat entries for every cron job, run as the default tenant's system user."""
+    """Beat entries: every cron job (enqueued as the default tenant's system user) and the
+    hourly prune of finished job rows older than ``ASANOHA_JOB_RETENTION_DAYS``."""
+    queue = queue_name(settings.queue_prefix, "worker")
     schedule: dict[str, dict[str, Any]] = {
-        RELAY_TASK_NAME: {
-            "task": RELAY_TASK_NAME,
-            "schedule": RELAY_INTERVAL,
-            "options": {"queue": queue_name(settings.queue_prefix, "worker")},
+        PRUNE_TASK_NAME: {
+            "task": PRUNE_TASK_NAME,
+            "schedule": crontab(minute=str(PRUNE_MINUTE)),
+            "options": {"queue": queue},
         }
     }
     for job in registry.jobs:
         if job.cron is None:
             continue
         schedule[job.qn] = {
-            "task": job.qn,
+            "task": CRON_TASK_NAME,
             "schedule": parse_cron(job.cron, job.qn),
-            "args": [{}],
-            "kwargs": {
-                "meta": {
-                    "tenant_id": settings.default_tenant,
-                    "triggered_by": SYSTEM_USER_ID,
-                    "trigger_name": "cron",
-                }
-            },
-            "options": {"queue": queue_for_job(settings, job)},
+            "args": [job.qn],
+            "options": {"queue": queue},
         }
     return schedule

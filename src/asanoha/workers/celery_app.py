@@ -1,41 +1,150 @@
-"""``make_celery``: the Celery application of an asanoha application."""
+"""``make_celery``: the Celery side of an asanoha application, as one typed object."""
 
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
 
+from asanoha.platform.model import Registry
+from asanoha.platform.settings import Settings
+from asanoha.workers.attempts import AttemptRunner
 from asanoha.workers.beat import build_beat_schedule
 from asanoha.workers.consumer_tick import add_consumer_tick
 from asanoha.workers.consumer_wake import register_advance_task
+from asanoha.workers.cron_tasks import register_cron_tasks
+from asanoha.workers.job_rows import JobRows, job_rows_for
 from asanoha.workers.job_task import register_job_task
 from asanoha.workers.lanes import queue_for_job, queue_name
-from asanoha.workers.outbox_publisher import CeleryOutboxPublisher, register_relay_task
-from asanoha.workers.outcomes import attach_outcomes
-from asanoha.workers.redaction import personal_keys
+from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
+from asanoha.workers.outcomes import JobOutcomes
+from asanoha.workers.pending import BrokerProbe, make_probe
+from asanoha.workers.relay_loop import RelayLoop
 from asanoha.workers.retry_policy import check_job_limits
-from asanoha.workers.run_records import RunRecorder, attach_recorder, recorder_of
 
 if TYPE_CHECKING:
     from asanoha.app import App
 
 #: The in-memory transport polls once a second by default: about a second per job.
 MEMORY_POLLING_INTERVAL = 0.005
+#: Seconds a blocking broker call may wait: a broker that stops answering without closing
+#: the connection must not hang a publish, a probe or ``drain()``.
+BROKER_SOCKET_TIMEOUT = 5.0
 
 
-def make_celery(app: App) -> Celery:
-    """One task per job (named by its QN, routed to its lane's queue), the relay task, the
-    consumers' advance task and worker tick, the beat schedule, and the outbox publisher
-    connected to the service.
+@dataclass
+class CeleryJobs:
+    """What the Celery side of one application owns: the Celery app, the outbox publisher,
+    the attempt runner, the worker relay, the task outcomes ``drain()`` waits on, and the
+    broker probe (opened on first use)."""
 
-    Raises ``DefinitionError`` for a job whose delays outlive the visibility timeout or whose
+    celery: Celery
+    publisher: CeleryOutboxPublisher
+    runner: AttemptRunner
+    relay: RelayLoop
+    outcomes: JobOutcomes
+    rows: JobRows
+    app: App
+    #: Whether a worker started with this Celery app runs the relay in its main process
+    #: (``asanoha worker`` and ``celery worker`` do; a test stack's ``drain()`` relays itself).
+    relay_in_worker: bool = True
+    _probe: BrokerProbe | None = field(default=None, repr=False)
+
+    def probe(self) -> BrokerProbe:
+        """The broker probe (queue depths, reserved messages), opened on first use."""
+        if self._probe is None:
+            self._probe = make_probe(self.celery, self.outcomes)
+        return self._probe
+
+    def connect_worker_signals(self) -> None:
+        """Hook the worker's process lifecycle: reset engines after the pool forks, run the
+        relay in the main process while the worker runs. Weak receivers: an application
+        that is gone takes them with it."""
+        signals.worker_process_init.connect(
+            self.app.database.forget_inherited_connections, weak=True
+        )
+        signals.worker_process_init.connect(self.rows.forget_inherited_connections, weak=True)
+        signals.worker_before_create_process.connect(freeze_before_fork, weak=False)
+        signals.worker_ready.connect(self._on_worker_ready, weak=True)
+        signals.worker_shutdown.connect(self._on_worker_shutdown, weak=True)
+
+    def close(self) -> None:
+        """Stop the relay, release the probe's broker connection and the claim engine."""
+        self.relay.stop()
+        self.rows.close()
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+    def _on_worker_ready(self, sender: Any = None, **_: Any) -> None:
+        if self.relay_in_worker and getattr(sender, "app", None) is self.celery:
+            self.relay.start()
+
+    def _on_worker_shutdown(self, sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is self.celery:
+            self.relay.stop()
+
+
+def make_celery(app: App) -> CeleryJobs:
+    """The Celery side of ``app``: one task per job (named by its QN, routed to its lane's
+    queue), the cron and prune tasks and the beat schedule, the publisher and the relay,
+    the consumers' advance task and worker tick.
+
+    Raises ``DefinitionError`` for a job whose run can outlive the visibility timeout or whose
     cron expression does not parse.
     """
     settings = app.settings
     registry = app.registry
-    check_job_limits(registry.jobs, settings.visibility_timeout)
+    check_job_limits(registry.jobs, settings)
+    celery = _configured_celery(registry, settings)
+    default_queue = queue_name(settings.queue_prefix, "worker")
+
+    def route(job_qn: str) -> str:
+        job = registry.job(job_qn)
+        return queue_for_job(settings, job) if job is not None else default_queue
+
+    publisher = CeleryOutboxPublisher(celery, route)
+    rows = job_rows_for(app.database, app.service.tables)
+    runner = AttemptRunner(app.service, rows, publisher, settings)
+    for job in registry.jobs:
+        register_job_task(celery, runner, job, settings)
+    register_cron_tasks(celery, app.service, settings)
+    if app.consumers:
+        register_advance_task(celery, app.consumers)
+        if settings.consumer_tick_interval > 0:
+            add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
+    relay = RelayLoop(
+        app.database.url.render_as_string(hide_password=False),
+        app.service.tables,
+        publisher,
+        settings.relay_interval,
+        retries_of=lambda job_qn: _retries_of(registry, job_qn),
+        # Beyond the visibility timeout no attempt is still running: its time limit is
+        # shorter (checked at boot), and Redis would have delivered it again by then.
+        lost_after=settings.visibility_timeout,
+    )
+    jobs = CeleryJobs(celery, publisher, runner, relay, JobOutcomes(celery), rows, app)
+    jobs.connect_worker_signals()
+    return jobs
+
+
+def _retries_of(registry: Registry, job_qn: str) -> int:
+    job = registry.job(job_qn)
+    return job.retries if job is not None else 0
+
+
+def freeze_before_fork(**_: Any) -> None:
+    """Celery ``worker_before_create_process`` receiver (in the parent, before each fork):
+    move every object loaded so far out of the garbage collector's reach, so that the
+    children's collections do not write to (and so copy) the pages they share with it.
+    """
+    gc.collect()
+    gc.freeze()
+
+
+def _configured_celery(registry: Registry, settings: Settings) -> Celery:
     default_queue = queue_name(settings.queue_prefix, "worker")
     celery = Celery(f"asanoha.{settings.queue_prefix}", set_as_current=False)
     celery.conf.update(
@@ -65,51 +174,7 @@ def make_celery(app: App) -> Celery:
         timezone="UTC",
         beat_schedule=build_beat_schedule(registry, settings),
     )
-    recorder = RunRecorder(app.database, app.service.tables)
-    attach_recorder(celery, recorder)
-    # Weak: an application that is gone takes its receiver with it.
-    signals.worker_process_shutdown.connect(recorder.flush_before_exit, weak=True)
-    signals.worker_process_init.connect(app.database.forget_inherited_connections, weak=True)
-    signals.worker_before_create_process.connect(freeze_before_fork, weak=False)
-    keys = {job.qn: personal_keys(registry, job) for job in registry.jobs}
-    for job in registry.jobs:
-        register_job_task(
-            celery,
-            app.service,
-            job,
-            recorder=recorder,
-            personal_keys=keys[job.qn],
-            default_tenant=settings.default_tenant,
-        )
-    register_relay_task(celery, app.service)
-    if app.consumers:
-        register_advance_task(celery, app.consumers)
-        if settings.consumer_tick_interval > 0:
-            add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
-    attach_outcomes(celery)
-
-    def route(job_qn: str) -> str:
-        job = registry.job(job_qn)
-        return queue_for_job(settings, job) if job is not None else default_queue
-
-    app.service.publisher = CeleryOutboxPublisher(celery, route, keys)
     return celery
-
-
-def freeze_before_fork(**_: Any) -> None:
-    """Celery ``worker_before_create_process`` receiver (in the parent, before each fork):
-    move every object loaded so far out of the garbage collector's reach, so that the
-    children's collections do not write to (and so copy) the pages they share with it.
-    """
-    gc.collect()
-    gc.freeze()
-
-
-def close_worker_resources(celery: Celery) -> None:
-    """Release what ``make_celery`` opened besides the broker pool: the run-row writer."""
-    recorder = recorder_of(celery)
-    if recorder is not None:
-        recorder.close()
 
 
 def _transport_options(broker_url: str, visibility_timeout: float) -> dict[str, Any]:
@@ -120,4 +185,14 @@ def _transport_options(broker_url: str, visibility_timeout: float) -> dict[str, 
         # Publishing waits for the broker's confirmation, so an outbox row is marked
         # published only once RabbitMQ holds the message.
         return {"confirm_publish": True}
-    return {"visibility_timeout": visibility_timeout}
+    # The sweep that gives back the messages of a worker that died runs every
+    # interval * throttle seconds (100 s by default): keep it a fraction of the visibility
+    # timeout, so a crashed worker's job comes back soon after the timeout has passed.
+    restore_interval = max(1, min(10, int(visibility_timeout / 4)))
+    return {
+        "visibility_timeout": visibility_timeout,
+        "unacked_restore_interval": restore_interval,
+        "unacked_restore_throttle": 1,
+        "socket_timeout": BROKER_SOCKET_TIMEOUT,
+        "socket_connect_timeout": BROKER_SOCKET_TIMEOUT,
+    }

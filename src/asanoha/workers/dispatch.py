@@ -14,7 +14,6 @@ def dispatch_job(
     app: App, job_qn: str, payload: dict[str, Any], user: SessionUser | None = None
 ) -> str:
     """Enqueue ``job_qn`` with ``payload`` as ``user`` (default: the default tenant's system
-    user); return the task id."""
-    app.celery  # noqa: B018  building it connects the service's outbox to the broker
+    user); return the task id (the job row's id)."""
     caller = user or SessionUser.system(app.settings.default_tenant)
     return str(app.service.enqueue_job(job_qn, payload, caller, trigger_name="manual"))

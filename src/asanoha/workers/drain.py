@@ -5,15 +5,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from asanoha.platform.consumers import consumers_behind
-from asanoha.workers.outcomes import outcomes_of
-from asanoha.workers.pending import PendingWork, count_pending_jobs
-from asanoha.workers.run_records import recorder_of
+from asanoha.platform.service.outbox import count_unfinished
+from asanoha.workers.lanes import lane_queues
+from asanoha.workers.pending import PendingWork
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -57,10 +59,12 @@ class JobFailedError(AssertionError):
 class DrainTimeoutError(AssertionError):
     """Work was still pending when the drain's timeout ran out."""
 
-    def __init__(self, timeout: float, pending: PendingWork) -> None:
+    def __init__(self, timeout: float, pending: PendingWork, *, stuck: bool = False) -> None:
         self.pending = pending
+        stalled = " (its last pass did not finish: does the broker or database answer?)"
         super().__init__(
-            f"drain() timed out after {timeout:g} s; still pending: {pending.describe()}"
+            f"drain() timed out after {timeout:g} s{stalled if stuck else ''}; "
+            f"still pending: {pending.describe()}"
         )
 
 
@@ -69,51 +73,75 @@ class Drainer:
 
     def __init__(self, app: App, *, poll_interval: float = POLL_INTERVAL) -> None:
         self._app = app
+        self._jobs = app.celery_jobs
         self._poll_interval = poll_interval
-        self._outcomes = outcomes_of(app.celery)
         self._job_runs = app.service.tables.job_runs
+        # Passes run on this thread so that a broker that stops answering cannot hold the
+        # caller past its deadline.
+        self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asanoha-drain")
         self._seen_run_id = self._latest_run_id()
 
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Return once two consecutive passes find nothing pending.
 
-        Each pass advances the consumers, relays the outbox and counts pending work (consumers
-        behind included); between passes it waits for the next job outcome or the poll
-        interval. Raises ``JobFailedError`` naming every job that failed its final attempt
-        since the previous drain (then forgets them), ``ConsumerDeadError`` naming a dead
-        consumer, or ``DrainTimeoutError`` with what is still pending.
+        Each pass advances the consumers, relays due job rows and counts pending work
+        (queues, reserved messages, job rows pending or running, consumers behind); between
+        passes it waits for the next job outcome or the poll interval. Raises
+        ``JobFailedError`` naming every job that failed its final attempt since the previous
+        drain (then forgets them), ``ConsumerDeadError`` naming a dead consumer, or
+        ``DrainTimeoutError`` with what is still pending. It never waits past ``timeout``,
+        even on a silent broker.
         """
         deadline = time.monotonic() + timeout
         idle = 0
+        pending = PendingWork()
         while True:
             # Cleared before counting: an outcome during the count wakes the next wait at once.
-            self._outcomes.changed.clear()
-            consumers = self._app.consumers
-            if consumers:
-                # Their job-trigger deliveries become outbox rows, published right away.
-                consumers.run_once()
-            self._app.service.relay_outbox()
-            pending = count_pending_jobs(self._app)
-            if consumers:
-                # Asked after the job count: events of a job that ended meanwhile show here.
-                pending = replace(pending, consumers=tuple(consumers_behind(consumers)))
+            self._jobs.outcomes.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DrainTimeoutError(timeout, pending)
+            pass_ = self._passes.submit(self._pass)
+            try:
+                pending = pass_.result(timeout=remaining)
+            except FutureTimeout:
+                raise DrainTimeoutError(timeout, pending, stuck=True) from None
             idle = idle + 1 if pending.total == 0 else 0
             if idle >= IDLE_PASSES:
-                self._flush_run_rows(deadline)
                 return self._settle()
             if time.monotonic() >= deadline:
                 raise DrainTimeoutError(timeout, pending)
-            self._outcomes.changed.wait(self._poll_interval)
+            self._jobs.outcomes.changed.wait(self._poll_interval)
 
-    def _flush_run_rows(self, deadline: float) -> None:
-        # Run rows are written behind the jobs; the ones of jobs that just ended may not be
-        # in the table yet.
-        recorder = recorder_of(self._app.celery)
-        if recorder is not None:
-            recorder.flush(max(deadline - time.monotonic(), 1.0))
+    def forget(self) -> None:
+        """Forget every run seen so far (the tables were emptied: ids may start over)."""
+        self._seen_run_id = self._latest_run_id()
+
+    def close(self) -> None:
+        """Stop the pass thread (a pass stuck on the broker ends with its socket timeout)."""
+        self._passes.shutdown(wait=False, cancel_futures=True)
+
+    def _pass(self) -> PendingWork:
+        consumers = self._app.consumers
+        if consumers:
+            # Their job-trigger deliveries become job rows, published right away.
+            consumers.run_once()
+        self._app.service.relay_outbox()
+        queued, reserved = self._jobs.probe().count(lane_queues(self._app.settings))
+        with self._app.database.connect() as conn:
+            unfinished = count_unfinished(conn, self._app.service.tables)
+        pending = PendingWork(queued, reserved, unfinished)
+        if consumers:
+            # Asked after the job count: events of a job that ended meanwhile show here.
+            pending = replace(pending, consumers=tuple(consumers_behind(consumers)))
+        return pending
 
     def _settle(self) -> DrainSummary:
-        """Summarise the runs since the previous drain; raise for final failures."""
+        """Summarise the runs since the previous drain; raise for final failures.
+
+        Runs are written by whichever worker ran the attempt, in the transaction that ended
+        it on the job row; no row is pending or running now, so every run is committed.
+        """
         runs = self._job_runs
         query = (
             select(runs.c.id, runs.c.job_qn, runs.c.task_id, runs.c.status, runs.c.error)
@@ -128,7 +156,7 @@ class Drainer:
         summary = DrainSummary(
             succeeded=statuses["succeeded"],
             failed=statuses["failed"],
-            retried=statuses["retrying"],
+            retried=statuses["retrying"] + statuses["crashed"],
         )
         failures = [
             JobFailure(row.job_qn, row.task_id, row.error or "")

@@ -13,9 +13,23 @@ from asanoha.platform.service import RequestMeta, Service, WriteOrigin
 from asanoha.platform.store import StoredEvent, read_event
 
 
+class MissingTenantError(ValueError):
+    """A job row without a tenant: it is refused, never run as some default tenant."""
+
+
+@dataclass(frozen=True)
+class JobTrigger:
+    """What enqueued the job: ``name`` (a write handler QN, ``manual``, ``cron``, a job QN)
+    and ``result`` (what the triggering write handler returned, as JSON; else ``None``).
+    An event-triggered job reads its event as ``ctx.trigger_event``."""
+
+    name: str | None
+    result: Any = None
+
+
 @dataclass(frozen=True)
 class JobMeta:
-    """Who and what triggered a run; travels with the task message as ``meta``."""
+    """Who and what triggered a run: the headers of its job row."""
 
     tenant_id: str
     triggered_by: str | None = None
@@ -28,10 +42,15 @@ class JobMeta:
     origin: WriteOrigin = field(default_factory=WriteOrigin)
 
     @classmethod
-    def from_message(cls, meta: Mapping[str, Any], default_tenant: str) -> JobMeta:
-        """Read the ``meta`` keyword of a task message (outbox headers or a beat entry)."""
+    def from_headers(cls, meta: Mapping[str, Any]) -> JobMeta:
+        """Read the headers of a job row; raises ``MissingTenantError`` without a tenant."""
+        tenant_id = meta.get("tenant_id")
+        if not isinstance(tenant_id, str) or not tenant_id:
+            raise MissingTenantError(
+                "the job row carries no tenant_id; refused rather than run for a default tenant"
+            )
         return cls(
-            tenant_id=str(meta.get("tenant_id") or default_tenant),
+            tenant_id=tenant_id,
             triggered_by=meta.get("triggered_by"),
             trigger_name=meta.get("trigger_name"),
             trigger_event_id=_event_id(meta.get("trigger_event_id")),
@@ -58,6 +77,7 @@ class JobContext:
         *,
         task_id: str,
         retries: int,
+        trigger_result: Any = None,
     ) -> None:
         self._service = service
         self._trigger_event: StoredEvent | None = None
@@ -68,6 +88,8 @@ class JobContext:
         self.attempt = retries + 1
         #: Whether a failure now fails the job (no retry left).
         self.final_attempt = retries >= job.retries
+        #: What enqueued the job (``ctx.trigger.result``: the triggering write's result).
+        self.trigger = JobTrigger(meta.trigger_name, trigger_result)
         self.system_user = SessionUser.system(meta.tenant_id)
         self.log = logging.LoggerAdapter(
             logging.getLogger(f"asanoha.job.{job.qn}"),

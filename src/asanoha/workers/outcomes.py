@@ -50,16 +50,3 @@ class JobOutcomes:
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
         self.changed.set()
-
-
-def attach_outcomes(celery: Celery) -> JobOutcomes:
-    """Create the outcome tracker of ``celery`` (kept on the application object)."""
-    outcomes = JobOutcomes(celery)
-    setattr(celery, _ATTRIBUTE, outcomes)
-    return outcomes
-
-
-def outcomes_of(celery: Celery) -> JobOutcomes:
-    """The outcome tracker ``make_celery`` attached to ``celery``."""
-    outcomes: JobOutcomes = getattr(celery, _ATTRIBUTE)
-    return outcomes

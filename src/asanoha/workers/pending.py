@@ -1,4 +1,4 @@
-"""``count_pending_jobs``: the job work not settled yet, from the broker and the outbox."""
+"""Pending job work: broker queue depths and reserved messages (the probes), job rows."""
 
 from __future__ import annotations
 
@@ -6,16 +6,12 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from celery import Celery
 
 from asanoha.platform.consumers import ConsumerStatus, describe_behind
-from asanoha.workers.lanes import lane_queues
-from asanoha.workers.outcomes import JobOutcomes, outcomes_of
-
-if TYPE_CHECKING:
-    from asanoha.app import App
+from asanoha.workers.outcomes import JobOutcomes
 
 
 @dataclass(frozen=True)
@@ -26,22 +22,22 @@ class PendingWork:
     queued: dict[str, int] = field(default_factory=dict)
     #: Messages a worker holds: running, or a retry waiting for its countdown.
     reserved: int = 0
-    #: Outbox rows not yet published.
-    unpublished: int = 0
+    #: Job rows pending (waiting for an attempt, a retry or the relay) or running.
+    unfinished: int = 0
     #: Consumers behind the newest committed event of their types, with their lag.
     consumers: tuple[ConsumerStatus, ...] = ()
 
     @property
     def total(self) -> int:
         """All pending work; 0 means idle."""
-        return sum(self.queued.values()) + self.reserved + self.unpublished + len(self.consumers)
+        return sum(self.queued.values()) + self.reserved + self.unfinished + len(self.consumers)
 
     def describe(self) -> str:
         """A one-line account, for error messages."""
         queues = ", ".join(f"{name}={count}" for name, count in self.queued.items()) or "none"
         return (
             f"queued ({queues}), reserved by workers {self.reserved}, "
-            f"unpublished outbox rows {self.unpublished}, {describe_behind(self.consumers)}"
+            f"job rows pending or running {self.unfinished}, {describe_behind(self.consumers)}"
         )
 
 
@@ -135,31 +131,9 @@ class DeclaringProbe:
         self._connection.release()
 
 
-_PROBE_ATTRIBUTE = "asanoha_broker_probe"
-
-
-def probe_of(celery: Celery) -> BrokerProbe:
-    """The broker probe of ``celery``, created on first use and kept with it."""
-    probe: BrokerProbe | None = getattr(celery, _PROBE_ATTRIBUTE, None)
-    if probe is None:
-        transport = celery.connection_for_write().transport_cls
-        if transport in ("redis", "rediss"):
-            probe = RedisProbe(celery)
-        else:
-            probe = DeclaringProbe(celery, outcomes_of(celery))
-        setattr(celery, _PROBE_ATTRIBUTE, probe)
-    return probe
-
-
-def close_probe(celery: Celery) -> None:
-    """Release the probe's broker connection."""
-    probe: BrokerProbe | None = getattr(celery, _PROBE_ATTRIBUTE, None)
-    if probe is not None:
-        probe.close()
-        setattr(celery, _PROBE_ATTRIBUTE, None)
-
-
-def count_pending_jobs(app: App) -> PendingWork:
-    """Job work of ``app`` not settled: queued, reserved by a worker, or not yet published."""
-    queued, reserved = probe_of(app.celery).count(lane_queues(app.settings))
-    return PendingWork(queued, reserved, app.service.count_unpublished_outbox())
+def make_probe(celery: Celery, outcomes: JobOutcomes) -> BrokerProbe:
+    """The broker probe that suits ``celery``'s transport."""
+    transport = celery.connection_for_write().transport_cls
+    if transport in ("redis", "rediss"):
+        return RedisProbe(celery)
+    return DeclaringProbe(celery, outcomes)

@@ -6,16 +6,14 @@ import threading
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from celery import _state as celery_state
 from celery.contrib.testing.worker import start_worker
 from celery.worker import state as worker_state
 
 from asanoha.platform.model import SessionUser
-from asanoha.workers.celery_app import close_worker_resources
 from asanoha.workers.dispatch import dispatch_job
 from asanoha.workers.drain import Drainer, DrainSummary
 from asanoha.workers.lanes import delete_queues, lane_queues
-from asanoha.workers.outcomes import outcomes_of
-from asanoha.workers.pending import close_probe
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -42,7 +40,7 @@ class JobRuntime:
         self._drainer = Drainer(app)
 
     @classmethod
-    def start(cls, app: App, *, concurrency: int = CONCURRENCY) -> JobRuntime:
+    def start(cls, app: App, *, concurrency: int = CONCURRENCY, relay: bool = False) -> JobRuntime:
         """Build ``app.celery`` and start its worker. The schema must exist already."""
         if not app.registry.jobs and not app.consumers:
             features = ", ".join(f.name for f in app.registry.features) or "none"
@@ -60,15 +58,22 @@ class JobRuntime:
                 )
             _active.add(app)
         try:
-            return cls._start(app, concurrency)
+            return cls._start(app, concurrency, relay)
         except BaseException:
             with _ACTIVE_LOCK:
                 _active.discard(app)
             raise
 
     @classmethod
-    def _start(cls, app: App, concurrency: int) -> JobRuntime:
-        celery = app.celery
+    def _start(cls, app: App, concurrency: int, relay: bool) -> JobRuntime:
+        jobs = app.celery_jobs
+        celery = jobs.celery
+        # The thread pool ignores Celery's time limits: enforce ``timeout=`` in the runner.
+        jobs.runner.thread_time_limits = True
+        # A test stack's drain() relays on every pass, and a relay thread besides it would
+        # publish rows a test is looking at; a runtime that serves (asanoha serve on the
+        # embedded broker) asks for the worker's relay.
+        jobs.relay_in_worker = relay
         # The test runner owns the root logger; the embedded worker must not replace it.
         celery.conf.worker_hijack_root_logger = False
         # Nothing sends it commands, and its control bindings would outlive the stack.
@@ -80,17 +85,19 @@ class JobRuntime:
                 **celery.conf.broker_transport_options,
                 "polling_interval": BRPOP_TIMEOUT,
             }
-        outcomes = outcomes_of(celery)
+        outcomes = jobs.outcomes
         queues = lane_queues(app.settings)
         resources = ExitStack()
         resources.callback(_release, app)
+        # The embedded worker makes its app Celery's current and default one; a closed
+        # stack gives those back.
+        resources.callback(_restore_current_app, *_current_apps())
         # Runs last: the queues are the stack's own (its prefix is unique), so they go away
         # with it instead of piling up on the shared broker.
         resources.callback(delete_queues, celery, queues)
         outcomes.connect()
         resources.callback(outcomes.disconnect)
-        resources.callback(close_probe, celery)
-        resources.callback(close_worker_resources, celery)
+        resources.callback(jobs.close)
         try:
             worker = resources.enter_context(
                 start_worker(
@@ -103,7 +110,9 @@ class JobRuntime:
                 )
             )
             resources.callback(_wake_for_shutdown, worker)
-            return cls(app, resources, worker)
+            runtime = cls(app, resources, worker)
+            resources.callback(runtime._drainer.close)
+            return runtime
         except BaseException:
             resources.close()
             raise
@@ -117,6 +126,10 @@ class JobRuntime:
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Wait until every job has settled (see ``Drainer.drain``)."""
         return self._drainer.drain(timeout)
+
+    def forget_runs(self) -> None:
+        """Forget the job runs seen so far (after the tables were emptied)."""
+        self._drainer.forget()
 
     def stop(self) -> None:
         """Stop the worker, release its broker connections and delete its queues."""
@@ -140,3 +153,12 @@ def _wake_for_shutdown(worker: Any) -> None:
     hub = getattr(worker, "hub", None)
     if hub is not None:
         hub.call_soon(lambda: None)
+
+
+def _current_apps() -> tuple[Any, Any]:
+    return celery_state._tls.current_app, celery_state.default_app
+
+
+def _restore_current_app(current: Any, default: Any) -> None:
+    celery_state._set_current_app(current)
+    celery_state.set_default_app(default)

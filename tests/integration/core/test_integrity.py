@@ -331,6 +331,13 @@ def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
         payloads = {p["id"]: p for p in conn.execute(select(outbox.c.payload)).scalars().all()}
     assert payloads[str(row["id"])]["changes"]["email"] is None
     assert payloads[str(kept["id"])]["changes"]["email"] == "b2@example.org"
+    # The update's result, kept on the job row for ctx.trigger.result, is scrubbed too.
+    with stack.db.connect() as conn:
+        results = {
+            r["id"]: r for r in conn.execute(select(outbox.c.trigger_result)).scalars().all()
+        }
+    assert results[str(row["id"])]["email"] is None
+    assert results[str(kept["id"])]["email"] == "b2@example.org"
 
 
 # -- a pre-save hook's mistake is not the caller's ------------------------------------------

@@ -105,7 +105,7 @@ def _run_triggered_job(stack: Any, job_qn: str) -> None:
     with stack.db.connect() as conn:
         row = conn.execute(select(outbox).where(outbox.c.job_qn == job_qn)).mappings().one()
     job = stack.registry.job(job_qn)
-    meta = JobMeta.from_message(row["headers"], "tenant-a")
+    meta = JobMeta.from_headers(row["headers"])
     job.func(row["payload"], JobContext(stack.service, job, meta, task_id="t", retries=0))
 
 

@@ -59,14 +59,16 @@ def jobs_app(broker_url: str, tmp_path: Path) -> App:
         queue_prefix=f"ready-{tmp_path.name}",
         jwt_secret=secrets.token_urlsafe(32),
     )
-    return App([feature], settings)
+    app = App([feature], settings)
+    app.create_schema()
+    return app
 
 
 def test_ready_checks_the_broker_when_there_are_jobs(tmp_path: Path) -> None:
     app = jobs_app("redis://127.0.0.1:6379/0", tmp_path)
     response = ready_response(app)
     assert response.status_code == 200
-    assert response.json()["data"]["checks"] == {"database": "ok", "broker": "ok"}
+    assert response.json()["data"]["checks"] == {"database": "ok", "broker": "ok", "jobs": "ok"}
 
 
 def test_not_ready_when_the_broker_is_unreachable(tmp_path: Path) -> None:

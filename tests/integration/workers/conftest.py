@@ -50,3 +50,13 @@ def job_runs(stack: Any, job_qn: str | None = None) -> list[Any]:
         query = query.where(runs.c.job_qn == job_qn)
     with stack.db.connect() as conn:
         return list(conn.execute(query).all())
+
+
+def job_rows(stack: Any, job_qn: str | None = None) -> list[Any]:
+    """The stack's job rows (the outbox) in the order they were written."""
+    outbox = stack.tables.outbox
+    query = select(outbox).order_by(outbox.c.created_at)
+    if job_qn is not None:
+        query = query.where(outbox.c.job_qn == job_qn)
+    with stack.db.connect() as conn:
+        return list(conn.execute(query).all())

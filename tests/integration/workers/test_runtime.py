@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from asanoha.platform.model import Feature
-from asanoha.workers.pending import count_pending_jobs
 
 
 def _feature(name: str) -> Feature:
@@ -26,12 +25,15 @@ def test_a_second_stack_with_jobs_in_the_same_process_is_refused_clearly(jobs_st
         jobs_stack([_feature("second")])
 
 
-def test_pending_work_counts_every_lane_queue(jobs_stack):
+def test_the_probe_counts_every_lane_queue(jobs_stack):
     stack = jobs_stack([_feature("lanes")])
-    pending = count_pending_jobs(stack.app)
+    pending = stack.app.celery_jobs.probe().count(
+        [f"{stack.app.settings.queue_prefix}.worker", f"{stack.app.settings.queue_prefix}.api"]
+    )
     prefix = stack.app.settings.queue_prefix
-    assert set(pending.queued) == {f"{prefix}.worker", f"{prefix}.api"}
-    assert pending.total == 0
+    queued, reserved = pending
+    assert queued == {f"{prefix}.worker": 0, f"{prefix}.api": 0}
+    assert reserved == 0
 
 
 def test_jobs_on_the_api_lane_run_too(jobs_stack):
@@ -46,3 +48,13 @@ def test_jobs_on_the_api_lane_run_too(jobs_stack):
     stack.dispatch_job("lanes:job:quick", {"note": "on the api lane"})
     assert stack.drain().succeeded == 1
     assert seen == ["on the api lane"]
+
+
+def test_a_closed_stack_gives_back_celerys_current_and_default_app(asanoha_stack):
+    from celery import _state
+
+    before = (_state.get_current_app(), _state.default_app)
+    stack = asanoha_stack(features=[_feature("restore")], jobs=True)
+    assert _state.get_current_app() is stack.app.celery
+    stack.close()
+    assert (_state.get_current_app(), _state.default_app) == before

@@ -4,7 +4,7 @@ from celery.schedules import crontab
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature, Registry
 from asanoha.platform.settings import Settings
-from asanoha.workers.beat import RELAY_TASK_NAME, build_beat_schedule, parse_cron
+from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME, build_beat_schedule, parse_cron
 
 
 def test_a_five_field_expression_becomes_a_crontab():
@@ -21,7 +21,7 @@ def test_a_bad_expression_fails_naming_the_job(expression):
         parse_cron(expression, "f:job:x")
 
 
-def test_the_schedule_has_every_cron_job_on_its_lane_and_the_relay():
+def test_the_schedule_has_every_cron_job_and_the_prune_but_no_relay():
     feature = Feature("clock")
     event = feature.event("ticked")
 
@@ -39,10 +39,10 @@ def test_the_schedule_has_every_cron_job_on_its_lane_and_the_relay():
 
     settings = Settings(queue_prefix="p1", default_tenant="acme")
     schedule = build_beat_schedule(Registry([feature]), settings)
-    assert set(schedule) == {"clock:job:nightly", RELAY_TASK_NAME}
+    assert set(schedule) == {"clock:job:nightly", PRUNE_TASK_NAME}
     entry = schedule["clock:job:nightly"]
-    assert entry["task"] == "clock:job:nightly"
-    assert entry["options"] == {"queue": "p1.api"}
-    assert entry["kwargs"]["meta"]["tenant_id"] == "acme"
-    assert entry["kwargs"]["meta"]["trigger_name"] == "cron"
-    assert schedule[RELAY_TASK_NAME]["options"] == {"queue": "p1.worker"}
+    # Beat enqueues the job through the outbox (a job row), never sends the job itself.
+    assert entry["task"] == CRON_TASK_NAME
+    assert entry["args"] == ["clock:job:nightly"]
+    assert entry["options"] == {"queue": "p1.worker"}
+    assert schedule[PRUNE_TASK_NAME]["options"] == {"queue": "p1.worker"}

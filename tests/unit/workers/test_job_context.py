@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from asanoha.platform.model import Feature, Registry, SessionUser
-from asanoha.workers.job_context import JobContext, JobMeta
+from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 
 
 class RecordingService:
@@ -83,7 +83,18 @@ def test_write_runs_as_the_tenants_system_user_and_dispatch_names_the_parent_job
     )
 
 
-def test_meta_falls_back_to_the_default_tenant():
-    assert JobMeta.from_message({}, "default").tenant_id == "default"
-    meta = JobMeta.from_message({"tenant_id": "t1", "trigger_name": "manual"}, "default")
+def test_headers_without_a_tenant_are_refused_never_defaulted():
+    with pytest.raises(MissingTenantError):
+        JobMeta.from_headers({})
+    with pytest.raises(MissingTenantError):
+        JobMeta.from_headers({"tenant_id": ""})
+    meta = JobMeta.from_headers({"tenant_id": "t1", "trigger_name": "manual"})
     assert (meta.tenant_id, meta.trigger_name) == ("t1", "manual")
+
+
+def test_the_trigger_carries_the_write_result():
+    ctx = JobContext(
+        RecordingService(), _job(0), META, task_id="t", retries=0, trigger_result={"id": "r1"}
+    )
+    assert ctx.trigger.name == "ctx:write:thing"
+    assert ctx.trigger.result == {"id": "r1"}

@@ -3,10 +3,10 @@ from pydantic import BaseModel
 
 from asanoha.app import App
 from asanoha.platform.errors import DefinitionError
-from asanoha.platform.model import Access, Feature
+from asanoha.platform.model import Access, Backoff, Feature
 from asanoha.platform.settings import Settings
 from asanoha.workers import make_celery
-from asanoha.workers.beat import RELAY_TASK_NAME
+from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 
 
@@ -39,19 +39,18 @@ def _app(*features: Feature, **settings) -> App:
 
 def test_every_job_is_a_task_named_by_its_qn_on_its_lane_queue():
     app = _app(queue_prefix="s1")
-    celery = make_celery(app)
+    celery = make_celery(app).celery
     confirm = celery.tasks["shop:job:confirm"]
     assert confirm.max_retries == 2
     assert confirm.acks_late and confirm.reject_on_worker_lost
     assert celery.amqp.router.route({}, "shop:job:confirm")["queue"].name == "s1.worker"
     assert celery.amqp.router.route({}, "shop:job:report")["queue"].name == "s1.api"
-    assert celery.amqp.router.route({}, RELAY_TASK_NAME)["queue"].name == "s1.worker"
-    assert RELAY_TASK_NAME in celery.tasks
+    assert {CRON_TASK_NAME, PRUNE_TASK_NAME} <= set(celery.tasks)
     assert celery.conf.task_routes["shop:job:report"] == {"queue": "s1.api"}
 
 
 def test_reliability_and_monitoring_defaults():
-    conf = make_celery(_app()).conf
+    conf = make_celery(_app()).celery.conf
     assert conf.task_acks_late is True
     assert conf.task_reject_on_worker_lost is True
     assert conf.worker_prefetch_multiplier == 1
@@ -60,24 +59,32 @@ def test_reliability_and_monitoring_defaults():
 
 
 def test_the_in_memory_broker_polls_quickly_and_redis_gets_the_visibility_timeout():
-    assert make_celery(_app()).conf.broker_transport_options == {"polling_interval": 0.005}
+    assert make_celery(_app()).celery.conf.broker_transport_options == {"polling_interval": 0.005}
     redis_app = _app(broker_url="redis://127.0.0.1:6379/0", visibility_timeout=900)
-    assert make_celery(redis_app).conf.broker_transport_options == {"visibility_timeout": 900}
+    options = make_celery(redis_app).celery.conf.broker_transport_options
+    assert options["visibility_timeout"] == 900
+    # The sweep that gives back a dead worker's messages follows the visibility timeout.
+    assert options["unacked_restore_interval"] * options["unacked_restore_throttle"] <= 900 / 4
+    # A broker that stops answering cannot hang a publish or a probe.
+    assert options["socket_timeout"] and options["socket_connect_timeout"]
 
 
-def test_building_the_celery_app_connects_the_outbox_publisher():
+def test_the_celery_side_is_one_object_owning_its_publisher():
     app = _app(queue_prefix="s2")
-    celery = app.celery
-    publisher = app.service.publisher
-    assert isinstance(publisher, CeleryOutboxPublisher)
-    assert publisher.celery is celery
-    assert publisher.route("shop:job:report") == "s2.api"
+    jobs = app.celery_jobs
+    assert isinstance(jobs.publisher, CeleryOutboxPublisher)
+    assert jobs.publisher.celery is jobs.celery is app.celery
+    assert jobs.publisher.route("shop:job:report") == "s2.api"
+    # Nothing of it hangs on the Celery app itself.
+    assert not [name for name in vars(jobs.celery) if name.startswith("asanoha")]
 
 
-def test_cron_jobs_are_on_the_beat_schedule():
-    schedule = make_celery(_app()).conf.beat_schedule
-    assert "shop:job:report" in schedule
+def test_cron_jobs_and_the_prune_are_on_the_beat_schedule():
+    schedule = make_celery(_app()).celery.conf.beat_schedule
+    assert schedule["shop:job:report"]["task"] == CRON_TASK_NAME
+    assert schedule["shop:job:report"]["args"] == ["shop:job:report"]
     assert "shop:job:confirm" not in schedule
+    assert schedule[PRUNE_TASK_NAME]["task"] == PRUNE_TASK_NAME
 
 
 def test_a_bad_cron_expression_fails_at_boot_naming_the_job():
@@ -91,12 +98,43 @@ def test_a_bad_cron_expression_fails_at_boot_naming_the_job():
         make_celery(_app(feature))
 
 
-def test_a_backoff_longer_than_the_visibility_timeout_fails_at_boot():
+def test_a_timeout_that_reaches_the_visibility_timeout_fails_at_boot():
     feature = Feature("slow")
 
-    @feature.job("patient", manual=True, retries=5)
+    @feature.job("patient", manual=True, retries=5, timeout=8)
     def patient(payload, ctx):
         return None
 
     with pytest.raises(DefinitionError, match="slow:job:patient"):
         make_celery(_app(feature, visibility_timeout=10))
+
+
+def test_a_job_without_timeout_gets_the_default_which_must_fit_too():
+    feature = Feature("slow")
+
+    @feature.job("open-ended", manual=True)
+    def open_ended(payload, ctx):
+        return None
+
+    with pytest.raises(DefinitionError, match="ASANOHA_JOB_TIMEOUT"):
+        make_celery(_app(feature, visibility_timeout=100))
+    task = make_celery(_app(feature, job_timeout=30)).celery.tasks["slow:job:open-ended"]
+    assert task.soft_time_limit == 30
+    assert task.time_limit > 30
+
+
+def test_long_backoffs_wait_in_the_database_not_in_the_broker():
+    from asanoha.workers.retry_policy import broker_countdown_limit
+
+    feature = Feature("slow")
+
+    @feature.job("patient", manual=True, retries=5, timeout=20, backoff=Backoff.fixed(3600))
+    def patient(payload, ctx):
+        return None
+
+    app = _app(feature, visibility_timeout=60)
+    make_celery(app)  # a backoff longer than the visibility timeout is fine: the row holds it
+    (job,) = app.registry.jobs
+    limit = broker_countdown_limit(job, app.settings)
+    # Whatever the broker holds, with the run after it, stays below the visibility timeout.
+    assert limit > 0 and limit + 20 + 5 < 60

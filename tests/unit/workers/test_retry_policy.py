@@ -1,8 +1,21 @@
 import pytest
 
-from asanoha.platform.errors import DefinitionError
+from asanoha.platform.errors import (
+    AccessDeniedError,
+    DefinitionError,
+    NotFoundError,
+    Reasons,
+    ServiceUnavailableError,
+    ValidationError,
+)
 from asanoha.platform.model import Backoff, Feature, Registry
-from asanoha.workers.retry_policy import check_job_limits, retry_countdown
+from asanoha.platform.settings import Settings
+from asanoha.workers.retry_policy import (
+    broker_countdown_limit,
+    check_job_limits,
+    is_retryable,
+    retry_countdown,
+)
 
 
 def _job(**options):
@@ -31,18 +44,44 @@ def test_fixed_backoff_waits_the_same_before_every_retry():
     assert [retry_countdown(job, a) for a in (1, 2)] == [0.3, 0.3]
 
 
-def test_a_countdown_beyond_the_visibility_timeout_is_rejected_naming_the_job():
-    job = _job(retries=13)  # 2 ** 12 s > 1 h
-    with pytest.raises(DefinitionError, match=r"retrying:job:work.*visibility timeout"):
-        check_job_limits([job], visibility_timeout=3600)
+def _settings(**values):
+    return Settings(**values)
 
 
 def test_a_timeout_beyond_the_visibility_timeout_is_rejected_naming_the_job():
     job = _job(timeout=7200)
-    with pytest.raises(DefinitionError, match=r"retrying:job:work: timeout=7200"):
-        check_job_limits([job], visibility_timeout=3600)
+    with pytest.raises(DefinitionError, match=r"retrying:job:work: its timeout \(7200 s\)"):
+        check_job_limits([job], _settings(visibility_timeout=3600))
 
 
-def test_delays_within_the_visibility_timeout_pass():
-    check_job_limits([_job(retries=11, timeout=60)], visibility_timeout=3600)
-    check_job_limits([_job(retries=30, backoff=Backoff.exponential(max=600))], 3600)
+def test_long_countdowns_pass_because_the_database_holds_them():
+    check_job_limits([_job(retries=30, timeout=60)], _settings(visibility_timeout=3600))
+    job = _job(retries=13)  # 2 ** 12 s > 1 h: held in the database, not by the broker
+    assert retry_countdown(job, 13) > broker_countdown_limit(job, _settings())
+
+
+def test_the_broker_holds_short_countdowns_only_when_they_fit_with_the_run():
+    settings = _settings(visibility_timeout=30, broker_countdown_max=60)
+    job = _job(timeout=10)
+    assert broker_countdown_limit(job, settings) == 30 - 10 - 5 - 1
+
+
+class Forbidden(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "retryable"),
+    [
+        ({}, RuntimeError("x"), True),
+        ({}, ValidationError(handler="h", fields=[]), False),
+        ({}, AccessDeniedError(Reasons.ROLE_REQUIRED, handler="h", roles="Admin"), False),
+        ({}, NotFoundError(Reasons.JOB_NOT_FOUND, job="j"), False),
+        ({}, ServiceUnavailableError(), True),
+        ({"retry_on": [ValidationError]}, ValidationError(handler="h", fields=[]), True),
+        ({"retry_on": (ConnectionError,)}, RuntimeError("x"), False),
+        ({"no_retry_on": Forbidden}, Forbidden(), False),
+    ],
+)
+def test_which_errors_are_retried(options, error, retryable):
+    assert is_retryable(_job(retries=3, **options), error) is retryable

@@ -224,8 +224,15 @@ class Feature:
         lane: Lane = "worker",
         timeout: float | None = None,
         description: str | None = None,
+        retry_on: Iterable[type[BaseException]] | None = None,
+        no_retry_on: Iterable[type[BaseException]] = (),
     ) -> Callable[[F], F]:
-        """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``."""
+        """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
+
+        ``retry_on`` limits retries to those exceptions; ``no_retry_on`` fails the job at once
+        on those. Without either, any exception is retried except a 4xx ``AsanohaError``
+        (validation, access, not found), which would fail the same way again.
+        """
         qn = make_qn(self.name, "job", name)
         if on is None and cron is None and not manual:
             raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
@@ -233,6 +240,8 @@ class Feature:
             raise DefinitionError(
                 f"{qn}: retries must be a whole number >= 0 (0: no retry), not {retries!r}"
             )
+        retry_types = None if retry_on is None else _exception_types(retry_on, qn, "retry_on")
+        no_retry_types = _exception_types(no_retry_on, qn, "no_retry_on")
         if lane not in ("worker", "api"):
             raise DefinitionError(f"{qn}: lane must be 'worker' or 'api', not {lane!r}")
         if timeout is not None and (
@@ -245,6 +254,11 @@ class Feature:
             )
 
         def register(func: F) -> F:
+            if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+                raise DefinitionError(
+                    f"{qn}: jobs run in Celery worker threads and processes, not an event loop; "
+                    "define the job with def, not async def"
+                )
             self.jobs.append(
                 JobDef(
                     qn=qn,
@@ -258,6 +272,8 @@ class Feature:
                     lane=lane,
                     timeout=timeout,
                     description=description or _first_line(func.__doc__),
+                    retry_on=retry_types,
+                    no_retry_on=no_retry_types,
                 )
             )
             return func
@@ -311,6 +327,17 @@ class Feature:
             return func
 
         return register
+
+
+def _exception_types(
+    types: Iterable[type[BaseException]], qn: str, option: str
+) -> tuple[type[BaseException], ...]:
+    # A single class is accepted as well as a tuple of them, as in ``except``.
+    found: tuple[Any, ...] = (types,) if isinstance(types, type) else tuple(types)
+    for kind in found:
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise DefinitionError(f"{qn}: {option}= takes exception classes, not {kind!r}")
+    return tuple(found)
 
 
 def _first_line(doc: str | None) -> str | None:

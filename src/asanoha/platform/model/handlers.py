@@ -104,8 +104,13 @@ class JobDef:
     retries: int = 0
     backoff: Backoff = field(default_factory=lambda: Backoff.exponential())
     lane: Lane = "worker"
+    #: Seconds an attempt may run; ``None``: the platform's default (``ASANOHA_JOB_TIMEOUT``).
     timeout: float | None = None
     description: str | None = None
+    #: Only these exceptions are retried (``None``: any, except a 4xx ``AsanohaError``).
+    retry_on: tuple[type[BaseException], ...] | None = None
+    #: These exceptions fail the job at once, retries left or not.
+    no_retry_on: tuple[type[BaseException], ...] = ()
 
 
 @dataclass(frozen=True)

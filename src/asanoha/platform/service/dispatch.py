@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pydantic
+import pydantic_core
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError
 
@@ -91,8 +92,6 @@ class Service:
         # hold only in this process.
         signer = ApprovalSigner(approval_key or secrets.token_bytes(32))
         self.approvals = Approvals(signer, registry, self.tables)
-        #: Seconds an unpublished outbox row is left to its writer before the relay takes it.
-        self.relay_grace: float = 5.0
         self._commit_listeners: list[CommitListener] = []
 
     # -- writes -----------------------------------------------------------------------------
@@ -239,17 +238,27 @@ class Service:
             raise UnprocessableError(
                 Reasons.UNPROCESSABLE, handler=handler.qn, error=detail
             ) from None
-        self._enqueue_triggered(request, handler, model, user)
+        self._enqueue_triggered(request, handler, model, user, result)
         return result
 
     def _enqueue_triggered(
-        self, request: Request, handler: HandlerDef, model: pydantic.BaseModel, user: SessionUser
+        self,
+        request: Request,
+        handler: HandlerDef,
+        model: pydantic.BaseModel,
+        user: SessionUser,
+        result: Any,
     ) -> None:
         triggered = self.registry.jobs_triggered_by(handler.qn)
         if not triggered:
             return
         payload = model.model_dump(mode="json")
-        messages = [self._message(job.qn, payload, user, request, handler.qn) for job in triggered]
+        # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``.
+        stored_result = pydantic_core.to_jsonable_python(result, fallback=str)
+        messages = [
+            self._message(job.qn, payload, user, request, handler.qn, result=stored_result)
+            for job in triggered
+        ]
         outbox.write_outbox(request.conn, self.tables, messages)
         request.outbox.extend(messages)
 
@@ -422,44 +431,37 @@ class Service:
         except pydantic.ValidationError as error:
             raise ValidationError(handler=job_qn, fields=field_errors(error)) from None
         check_storable(body, job_qn)
-        if parent is not None:
-            if idempotency_key is not None:
-                found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
-                if found is not None:
-                    return found
-            message = self._message(job_qn, body, user, parent, trigger_name)
-            if idempotency_key is not None or trigger_event_id is not None:
-                headers = dict(message.headers)
-                if trigger_event_id is not None:
-                    headers["trigger_event_id"] = trigger_event_id
-                message = dataclasses.replace(
-                    message, headers=headers, idempotency_key=idempotency_key
+        if parent is None:
+            with self.unit_of_work(user, origin=origin) as request:
+                return self.enqueue_job(
+                    job_qn,
+                    body,
+                    user,
+                    parent=request,
+                    trigger_name=trigger_name,
+                    idempotency_key=idempotency_key,
+                    trigger_event_id=trigger_event_id,
                 )
-            outbox.write_outbox(parent.conn, self.tables, [message])
-            parent.outbox.append(message)
-            return message.id
-        with self.unit_of_work(user, origin=origin) as request:
-            return self.enqueue_job(
-                job_qn,
-                body,
-                user,
-                parent=request,
-                trigger_name=trigger_name,
-                idempotency_key=idempotency_key,
-                trigger_event_id=trigger_event_id,
+        if idempotency_key is not None:
+            found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
+            if found is not None:
+                return found
+        message = self._message(
+            job_qn, body, user, parent, trigger_name, idempotency_key=idempotency_key
+        )
+        if trigger_event_id is not None:
+            message = dataclasses.replace(
+                message, headers={**message.headers, "trigger_event_id": trigger_event_id}
             )
+        outbox.write_outbox(parent.conn, self.tables, [message])
+        parent.outbox.append(message)
+        return message.id
 
-    def relay_outbox(self, limit: int = 100, *, grace: float | None = None) -> int:
-        """Publish outbox rows their writer did not publish; return how many were sent."""
+    def relay_outbox(self, limit: int = 100) -> int:
+        """Publish due job rows nobody published; return how many were sent."""
         if self.publisher is None:
             return 0
-        return outbox.relay_outbox(
-            self.database,
-            self.tables,
-            self.publisher,
-            limit=limit,
-            grace=self.relay_grace if grace is None else grace,
-        )
+        return outbox.relay_outbox(self.database, self.tables, self.publisher, limit=limit)
 
     def count_unpublished_outbox(self) -> int:
         """How many outbox rows wait to be published."""
@@ -535,10 +537,15 @@ class Service:
         user: SessionUser,
         request: Request,
         trigger_name: str,
+        *,
+        result: Any = None,
+        idempotency_key: str | None = None,
     ) -> OutboxMessage:
         return OutboxMessage(
             id=uuid.uuid4(),
             job_qn=job_qn,
+            trigger_result=result,
+            idempotency_key=idempotency_key,
             payload=payload,
             headers={
                 "tenant_id": user.tenant_id,

@@ -86,23 +86,29 @@ def scrub_stream(
 def scrub_job_payloads(
     conn: Connection, tables: Tables, *, tenant_id: str, row_id: str, names: Collection[str]
 ) -> int:
-    """Null the fields ``names`` in the payloads of the tenant's jobs written for ``row_id``;
-    return how many changed."""
+    """Null the fields ``names`` in the payloads, and the stored trigger results, of the
+    tenant's jobs written for ``row_id``; return how many changed."""
     outbox = tables.outbox
-    carries_row = or_(*(outbox.c.payload[path].as_string() == row_id for path in _ROW_ID_PATHS))
-    query = select(outbox.c.id, outbox.c.payload).where(
+    carries_row = or_(
+        *(outbox.c.payload[path].as_string() == row_id for path in _ROW_ID_PATHS),
+        # A write-triggered job keeps the handler's result (the row as saved) for
+        # ``ctx.trigger.result``.
+        outbox.c.trigger_result["id"].as_string() == row_id,
+    )
+    query = select(outbox.c.id, outbox.c.payload, outbox.c.trigger_result).where(
         carries_row, outbox.c.headers["tenant_id"].as_string() == tenant_id
     )
     rows = []
-    for job_id, payload in conn.execute(query).all():
+    for job_id, payload, result in conn.execute(query).all():
         scrubbed = scrub_values(payload, names)
-        if scrubbed != payload:
-            rows.append({"job_id": job_id, "new_payload": scrubbed})
+        scrubbed_result = scrub_values(result, names) if result is not None else None
+        if scrubbed != payload or scrubbed_result != result:
+            rows.append({"job_id": job_id, "new_payload": scrubbed, "new_result": scrubbed_result})
     if rows:
         conn.execute(
             update(outbox)
             .where(outbox.c.id == bindparam("job_id"))
-            .values(payload=bindparam("new_payload")),
+            .values(payload=bindparam("new_payload"), trigger_result=bindparam("new_result")),
             rows,
         )
     return len(rows)

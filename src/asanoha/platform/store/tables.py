@@ -150,6 +150,10 @@ def build_tables(registry: Registry) -> Tables:
         Index("ix_asanoha_events_type_id", "type", "id"),
         Index("ix_asanoha_events_stream_type_id", "stream_type", "id"),
     )
+    # The job: one row per enqueue, written in the transaction that triggers it. The broker
+    # message only points at it (task id = row id), so the row holds what the job runs on
+    # and where each attempt stands: ``state`` pending (waiting for its next attempt),
+    # running, succeeded or failed; ``attempt`` the number of the last attempt claimed.
     outbox = Table(
         "asanoha_outbox",
         metadata,
@@ -157,15 +161,31 @@ def build_tables(registry: Registry) -> Tables:
         Column("job_qn", String(200), nullable=False),
         Column("payload", Json, nullable=False),
         Column("headers", Json, nullable=False),
-        Column("created_at", Timestamp, nullable=False),
+        # The write handler's result, for write-triggered jobs (``ctx.trigger.result``).
+        Column("trigger_result", Json, nullable=True),
+        Column("state", String(16), nullable=False, default="pending"),
+        Column("attempt", Integer, nullable=False, default=0),
+        # The next attempt may not start before this time.
+        Column("not_before", Timestamp, nullable=False),
+        # The relay may publish the pending attempt from this time on: a while after the
+        # write for fresh rows (their writer publishes them), at once after a failed publish,
+        # at ``not_before`` for a retry held in the database.
+        Column("relay_after", Timestamp, nullable=False),
         Column("published_at", Timestamp, nullable=True),
         Column("publish_attempts", Integer, nullable=False, default=0),
+        Column("last_error", Text, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("started_at", Timestamp, nullable=True),
+        Column("finished_at", Timestamp, nullable=True),
         # Set for jobs that must be enqueued once per cause (an event-triggered job: the job
         # QN and the event id); a second enqueue with the same key is a no-op.
         Column("idempotency_key", String(300), nullable=True),
-        Index("ix_asanoha_outbox_unpublished", "published_at", "created_at"),
+        Index("ix_asanoha_outbox_due", "state", "relay_after"),
+        Index("ix_asanoha_outbox_finished", "finished_at"),
         Index("uq_asanoha_outbox_idempotency_key", "idempotency_key", unique=True),
     )
+    # One row per ended attempt (succeeded, retrying, crashed or failed), written by the
+    # worker when the attempt ends, in the transaction that ends it on the job row.
     job_runs = Table(
         "asanoha_job_runs",
         metadata,
@@ -178,8 +198,8 @@ def build_tables(registry: Registry) -> Tables:
         Column("error", Text, nullable=True),
         Column("started_at", Timestamp, nullable=False),
         Column("finished_at", Timestamp, nullable=True),
-        UniqueConstraint("task_id", "attempt", name="uq_asanoha_job_runs_task_attempt"),
-        Index("ix_asanoha_job_runs_status", "status", "finished_at"),
+        Index("ix_asanoha_job_runs_task", "task_id", "attempt"),
+        Index("ix_asanoha_job_runs_finished", "finished_at"),
     )
     consumers = Table(
         "asanoha_consumers",

@@ -1,0 +1,341 @@
+"""Claims and ends of job attempts on the job row: what makes the row the record of truth.
+
+A worker claims an attempt before running it, with one statement that also returns what the
+job runs on; it writes the end of the attempt (the row's new state and the attempt's run
+row) in one transaction before it acknowledges the message. Both are synchronous: a job
+the worker ran is recorded before the broker forgets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy import Connection, Engine, bindparam, case, insert, null, select, update
+from sqlalchemy.exc import DBAPIError
+
+from asanoha.platform.service.outbox import FAILED, PENDING, RUNNING
+from asanoha.platform.store import Database, Tables
+
+#: Characters of an error text kept in the job row and its run row.
+MAX_ERROR_LENGTH = 4000
+
+RunStatus = Literal["succeeded", "failed", "retrying", "crashed"]
+T = TypeVar("T")
+
+
+class JobRowsUnavailable(Exception):
+    """The database did not take a claim or the end of an attempt."""
+
+
+def _once_more_after_disconnect(write: Callable[[], T]) -> T:
+    """Run ``write``; again once if its pooled connection had died (database restarted):
+    SQLAlchemy invalidates such a connection, and the next checkout opens a new one.
+    Raises ``JobRowsUnavailable`` when the database still fails."""
+    try:
+        try:
+            return write()
+        except DBAPIError as error:
+            if not error.connection_invalidated:
+                raise
+        return write()
+    except DBAPIError as error:
+        raise JobRowsUnavailable(str(error)) from error
+
+
+def describe_error(exc: BaseException) -> str:
+    """The error text stored with a run and reported by ``drain()``."""
+    return sanitize_error(f"{type(exc).__name__}: {exc}")
+
+
+def sanitize_error(text: str) -> str:
+    """``text`` as a database text column takes it: no NUL, no lone surrogate, bounded."""
+    text = text.replace("\x00", "\\x00")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_ERROR_LENGTH:
+        text = text[: MAX_ERROR_LENGTH - 1] + "…"
+    return text
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed attempt: what the job runs on."""
+
+    job_qn: str
+    payload: dict[str, Any]
+    headers: Mapping[str, Any]
+    trigger_result: Any
+    started_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class Unclaimed:
+    """Why a delivery was not claimed: the row as it stands (``state`` ``missing``: no row)."""
+
+    state: str
+    attempt: int
+    job_qn: str | None = None
+    headers: Mapping[str, Any] | None = None
+    started_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How an attempt ended, for the job row and its run row."""
+
+    status: RunStatus
+    #: The row's state afterwards: ``pending`` (another attempt follows), ``succeeded``
+    #: or ``failed``.
+    state: str
+    error: str | None = None
+    #: For a next attempt: when it may start, and when the relay may publish it.
+    not_before: dt.datetime | None = None
+    relay_after: dt.datetime | None = None
+
+
+class JobRows:
+    """Claims and ends attempts on the job rows of one application (any database; Postgres
+    has a faster one, ``PostgresJobRows``).
+
+    The statements are built once (building a SQLAlchemy statement costs more than sending
+    it).
+    """
+
+    def __init__(self, database: Database, tables: Tables) -> None:
+        self._database = database
+        self._tables = tables
+        outbox = tables.outbox
+        self._claim = (
+            update(outbox)
+            .where(
+                outbox.c.id == bindparam("row_id"),
+                outbox.c.state == PENDING,
+                outbox.c.attempt < bindparam("claim_attempt"),
+            )
+            .values(
+                state=RUNNING,
+                attempt=bindparam("claim_attempt"),
+                started_at=bindparam("claim_started"),
+            )
+            .returning(outbox.c.job_qn, outbox.c.payload, outbox.c.headers, outbox.c.trigger_result)
+        )
+        self._look = select(
+            outbox.c.state, outbox.c.attempt, outbox.c.job_qn, outbox.c.headers, outbox.c.started_at
+        ).where(outbox.c.id == bindparam("row_id"))
+        self._end = (
+            update(outbox)
+            .where(
+                outbox.c.id == bindparam("row_id"),
+                outbox.c.state == RUNNING,
+                outbox.c.attempt == bindparam("end_attempt"),
+            )
+            .values(
+                state=bindparam("end_state"),
+                last_error=bindparam("end_error"),
+                finished_at=bindparam("end_finished"),
+                not_before=bindparam("end_not_before"),
+                relay_after=bindparam("end_relay_after"),
+                # The next attempt is not published yet; a finished row keeps the time its
+                # last attempt was.
+                published_at=case(
+                    (bindparam("end_state") == PENDING, null()), else_=outbox.c.published_at
+                ),
+            )
+        )
+        self._record = insert(tables.job_runs)
+
+    @property
+    def _engine(self) -> Engine:
+        return self._database.engine
+
+    def claim(self, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+        """Claim ``attempt`` of the job row ``row_id``: it runs only if this returns a ``Claim``.
+
+        The row must be pending with an earlier attempt; anything else (finished, already
+        running, a later attempt, no row) is returned as ``Unclaimed`` for the caller to judge.
+        """
+        return _once_more_after_disconnect(lambda: self._claim_once(row_id, attempt))
+
+    def _claim_once(self, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+        started = dt.datetime.now(dt.UTC)
+        with self._claim_connection() as conn:
+            row = conn.execute(
+                self._claim,
+                {"row_id": row_id, "claim_attempt": attempt, "claim_started": started},
+            ).first()
+            if row is not None:
+                return Claim(
+                    row.job_qn, dict(row.payload), row.headers, row.trigger_result, started
+                )
+            found = conn.execute(self._look, {"row_id": row_id}).first()
+        if found is None:
+            return Unclaimed("missing", 0)
+        return Unclaimed(found.state, found.attempt, found.job_qn, found.headers, found.started_at)
+
+    @contextlib.contextmanager
+    def _claim_connection(self) -> Iterator[Connection]:
+        if self._database.dialect == "postgresql":
+            # One statement: autocommit spares the BEGIN and COMMIT round trips.
+            with self._engine.connect() as conn:
+                yield conn.execution_options(isolation_level="AUTOCOMMIT")
+        else:
+            # SQLite's backend opens its own (write-locking) transaction on first use.
+            with self._engine.begin() as conn:
+                yield conn
+
+    def end(
+        self,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        started_at: dt.datetime,
+        end: AttemptEnd,
+    ) -> bool:
+        """Write the end of a running attempt and its run row, in one transaction.
+
+        Returns whether the row still held this attempt (``False``: a redelivery already
+        judged it crashed; the run row is written all the same).
+        """
+        return _once_more_after_disconnect(
+            lambda: self._end_once(row_id, job_qn, tenant_id, attempt, started_at, end)
+        )
+
+    def _end_once(
+        self,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        started_at: dt.datetime,
+        end: AttemptEnd,
+    ) -> bool:
+        finished = dt.datetime.now(dt.UTC)
+        now_or_next = end.not_before or finished
+        with self._engine.begin() as conn:
+            ended = conn.execute(
+                self._end,
+                {
+                    "row_id": row_id,
+                    "end_attempt": attempt,
+                    "end_state": end.state,
+                    "end_error": end.error,
+                    "end_finished": None if end.state == PENDING else finished,
+                    "end_not_before": now_or_next,
+                    "end_relay_after": end.relay_after or now_or_next,
+                },
+            ).rowcount
+            conn.execute(
+                self._record,
+                {
+                    "job_qn": job_qn,
+                    "task_id": str(row_id),
+                    "tenant_id": tenant_id,
+                    "attempt": attempt,
+                    "status": end.status,
+                    "error": end.error,
+                    "started_at": started_at,
+                    "finished_at": finished,
+                },
+            )
+        return bool(ended)
+
+    def forget_inherited_connections(self, **_: Any) -> None:
+        """After a fork: drop connections of the parent (see ``Database``)."""
+
+    def close(self) -> None:
+        """Release connections of its own."""
+
+    def refuse(self, row_id: uuid.UUID, job_qn: str, attempt: int, error: str) -> None:
+        """Record a delivery that must not run (no job row, no tenant) as failed for good."""
+        now = dt.datetime.now(dt.UTC)
+        outbox = self._tables.outbox
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(outbox)
+                .where(outbox.c.id == row_id, outbox.c.state.in_((PENDING, RUNNING)))
+                .values(state=FAILED, last_error=error, finished_at=now, attempt=attempt)
+            )
+            conn.execute(
+                self._record,
+                {
+                    "job_qn": job_qn,
+                    "task_id": str(row_id),
+                    "tenant_id": None,
+                    "attempt": attempt,
+                    "status": "failed",
+                    "error": error,
+                    "started_at": now,
+                    "finished_at": now,
+                },
+            )
+
+
+def job_rows_for(database: Database, tables: Tables) -> JobRows:
+    """The claims and ends of ``database``'s dialect."""
+    if database.dialect == "postgresql":
+        from asanoha.workers.job_rows_postgres import PostgresJobRows
+
+        return PostgresJobRows(database, tables)
+    return JobRows(database, tables)
+
+
+def recover_lost_attempts(
+    database: Database, tables: Tables, retries_of: Callable[[str], int], older_than: float
+) -> int:
+    """End attempts still ``running`` after ``older_than`` seconds as crashed; return how many.
+
+    No live attempt runs that long (its time limit and the visibility timeout are shorter),
+    so its end was lost: the message went with a broker that lost its data, or Postgres
+    crashed before it flushed the end (claims and ends commit without waiting for the WAL
+    flush). Like a crashed worker's attempt it counts: the next attempt follows through the
+    relay, or the job fails when no retry is left.
+    """
+    outbox, runs = tables.outbox, tables.job_runs
+    now = dt.datetime.now(dt.UTC)
+    cutoff = now - dt.timedelta(seconds=older_than)
+    query = (
+        select(
+            outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.headers, outbox.c.started_at
+        )
+        .where(outbox.c.state == RUNNING, outbox.c.started_at < cutoff)
+        .limit(100)
+        .with_for_update(skip_locked=True)
+    )
+    with database.begin() as conn:
+        lost = conn.execute(query).all()
+        for row in lost:
+            error = sanitize_error(
+                f"WorkerLostError: attempt {row.attempt} recorded no end within {older_than:g} s"
+            )
+            final = row.attempt > retries_of(row.job_qn)
+            conn.execute(
+                update(outbox)
+                .where(outbox.c.id == row.id, outbox.c.state == RUNNING)
+                .values(
+                    state=FAILED if final else PENDING,
+                    last_error=error,
+                    finished_at=now if final else None,
+                    not_before=now,
+                    relay_after=now,
+                    published_at=None,
+                )
+            )
+            tenant = row.headers.get("tenant_id") if isinstance(row.headers, dict) else None
+            conn.execute(
+                insert(runs).values(
+                    job_qn=row.job_qn,
+                    task_id=str(row.id),
+                    tenant_id=tenant if isinstance(tenant, str) else None,
+                    attempt=row.attempt,
+                    status="failed" if final else "crashed",
+                    error=error,
+                    started_at=row.started_at,
+                    finished_at=now,
+                )
+            )
+    return len(lost)

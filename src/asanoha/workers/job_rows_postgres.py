@@ -1,0 +1,170 @@
+"""Claims and ends of attempts on Postgres: one statement each, on the driver's cursor,
+committed without waiting for the WAL flush.
+
+They run once per attempt on every worker, so their cost is the platform's cost per job: a
+claim is one ``UPDATE ... RETURNING``, an end one statement that updates the job row and
+inserts the run row together (data-modifying CTEs), both in autocommit (no BEGIN/COMMIT
+round trips), sent on the driver's cursor of a small engine of their own (no SQLAlchemy
+statement execution on this path, which costs more CPU than the round trip).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from sqlalchemy import Engine, create_engine
+
+from asanoha.platform.service.outbox import PENDING, RUNNING
+from asanoha.platform.store import Database, Tables
+from asanoha.workers.job_rows import (
+    AttemptEnd,
+    Claim,
+    JobRows,
+    JobRowsUnavailable,
+    Unclaimed,
+)
+
+T = TypeVar("T")
+#: Connections of the claim/end engine per process (a pool process runs one job at a time;
+#: a thread-pool worker several).
+POOL_SIZE = 4
+
+
+class PostgresJobRows(JobRows):
+    """``JobRows`` on Postgres, one statement per claim and per end."""
+
+    def __init__(self, database: Database, tables: Tables) -> None:
+        super().__init__(database, tables)
+        outbox, runs = tables.outbox.name, tables.job_runs.name
+        self._claim_sql = (
+            f"UPDATE {outbox} SET state = '{RUNNING}', attempt = %(attempt)s, "
+            "started_at = %(started)s "
+            f"WHERE id = %(id)s AND state = '{PENDING}' AND attempt < %(attempt)s "
+            "RETURNING job_qn, payload, headers, trigger_result"
+        )
+        self._look_sql = (
+            f"SELECT state, attempt, job_qn, headers, started_at FROM {outbox} WHERE id = %(id)s"
+        )
+        # The run row is inserted whether or not the job row still held the attempt (a
+        # redelivery may have judged it crashed meanwhile): the attempt did run.
+        self._end_sql = (
+            f"WITH ended AS (UPDATE {outbox} SET state = %(state)s::varchar, "
+            "last_error = %(error)s, finished_at = %(row_finished)s, "
+            "not_before = %(not_before)s, relay_after = %(relay_after)s, "
+            f"published_at = CASE WHEN %(state)s::varchar = '{PENDING}' THEN NULL "
+            "ELSE published_at END "
+            f"WHERE id = %(id)s AND state = '{RUNNING}' AND attempt = %(attempt)s "
+            "RETURNING 1), "
+            f"recorded AS (INSERT INTO {runs} (job_qn, task_id, tenant_id, attempt, status, "
+            "error, started_at, finished_at) VALUES (%(job_qn)s, %(task_id)s, %(tenant_id)s, "
+            "%(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s)) "
+            "SELECT count(*) FROM ended"
+        )
+        self._url = database.url
+        self._engine_: Engine | None = None
+
+    def _own_engine(self) -> Engine:
+        if self._engine_ is None:
+            self._engine_ = create_engine(
+                self._url,
+                isolation_level="AUTOCOMMIT",
+                pool_size=POOL_SIZE,
+                max_overflow=16,
+                pool_reset_on_return=None,
+                # A claim or an end does not wait for its WAL flush (the wait is most of its
+                # cost): a Postgres crash can lose the last fraction of a second of them,
+                # never a job's own writes, which commit through the service as usual (and
+                # flush every claim written before them). A lost end leaves the row running;
+                # the relay ends it as crashed (recover_lost_attempts).
+                connect_args={"options": "-c synchronous_commit=off"},
+            )
+        return self._engine_
+
+    def claim(self, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+        """See ``JobRows.claim``."""
+        started = dt.datetime.now(dt.UTC)
+        params = {"id": row_id, "attempt": attempt, "started": started}
+
+        def run(cursor: Any) -> Claim | Unclaimed:
+            cursor.execute(self._claim_sql, params)
+            row = cursor.fetchone()
+            if row is not None:
+                return Claim(row[0], dict(row[1]), row[2], row[3], started)
+            cursor.execute(self._look_sql, params)
+            found = cursor.fetchone()
+            if found is None:
+                return Unclaimed("missing", 0)
+            return Unclaimed(found[0], found[1], found[2], found[3], found[4])
+
+        return self._with_cursor(run)
+
+    def end(
+        self,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        started_at: dt.datetime,
+        end: AttemptEnd,
+    ) -> bool:
+        """See ``JobRows.end``."""
+        finished = dt.datetime.now(dt.UTC)
+        next_time = end.not_before or finished
+        params = {
+            "id": row_id,
+            "task_id": str(row_id),
+            "job_qn": job_qn,
+            "tenant_id": tenant_id,
+            "attempt": attempt,
+            "state": end.state,
+            "status": end.status,
+            "error": end.error,
+            "started": started_at,
+            "finished": finished,
+            "row_finished": None if end.state == PENDING else finished,
+            "not_before": next_time,
+            "relay_after": end.relay_after or next_time,
+        }
+
+        def run(cursor: Any) -> bool:
+            cursor.execute(self._end_sql, params)
+            row = cursor.fetchone()
+            return bool(row and row[0])
+
+        return self._with_cursor(run)
+
+    def forget_inherited_connections(self, **_: Any) -> None:
+        """After a fork: drop the parent's connections without closing them."""
+        if self._engine_ is not None:
+            self._engine_.dispose(close=False)
+
+    def close(self) -> None:
+        """Close the engine's connections."""
+        if self._engine_ is not None:
+            self._engine_.dispose()
+            self._engine_ = None
+
+    def _with_cursor(self, run: Callable[[Any], T]) -> T:
+        # A pooled connection that died (database restarted) fails once; it is thrown
+        # away and the call runs again on a new one.
+        for again in (True, False):
+            connection = self._own_engine().raw_connection()
+            try:
+                cursor = connection.cursor()
+                try:
+                    result = run(cursor)
+                finally:
+                    cursor.close()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+                connection.invalidate(error)
+                if not again:
+                    raise JobRowsUnavailable(str(error)) from error
+                continue
+            finally:
+                connection.close()
+            return result
+        raise AssertionError("unreachable")

@@ -1,0 +1,84 @@
+"""End-to-end fixtures: a private ``redis-server`` per test (its own port, so no other test's
+workers, unacked sweeps or mutexes share it), an application on its own database, and
+worker processes started the way an operator starts them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.private_redis import PrivateRedis
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Seconds any single wait of an end-to-end test may take.
+STEP_TIMEOUT = 30
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    """A running private ``redis-server``."""
+    server = PrivateRedis()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def worker_environment(settings: object, **extra: str) -> dict[str, str]:
+    """The environment of a worker process: the test's settings as ``ASANOHA_*``."""
+    values = {
+        "ASANOHA_DATABASE_URL": settings.database_url,  # type: ignore[attr-defined]
+        "ASANOHA_BROKER_URL": settings.broker_url,  # type: ignore[attr-defined]
+        "ASANOHA_QUEUE_PREFIX": settings.queue_prefix,  # type: ignore[attr-defined]
+        "ASANOHA_VISIBILITY_TIMEOUT": str(settings.visibility_timeout),  # type: ignore[attr-defined]
+        "ASANOHA_JOB_TIMEOUT": str(settings.job_timeout),  # type: ignore[attr-defined]
+    }
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")]),
+        **values,
+        **extra,
+    }
+
+
+def start_asanoha_worker(
+    settings: object, app_reference: str, *, concurrency: int = 2, **extra: str
+) -> subprocess.Popen[bytes]:
+    """``asanoha worker --app ... --concurrency N``, as an operator runs it."""
+    command = [
+        sys.executable,
+        "-m",
+        "asanoha.cli",
+        "worker",
+        "--app",
+        app_reference,
+        "--concurrency",
+        str(concurrency),
+    ]
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=worker_environment(settings, **extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM (a warm shutdown), then SIGKILL whatever is still there."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=STEP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,125 @@
+"""``asanoha worker`` processes on Postgres and a private Redis: nothing lost, hidden or
+repeated under load, a broker outage, and jobs that kill their process."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from asanoha.app import App
+from asanoha.platform.model import SessionUser
+from asanoha.platform.settings import Settings
+from asanoha.testing.databases import TestDatabase
+from asanoha.workers import JobFailedError
+from asanoha.workers.drain import Drainer
+from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.e2e.job_app import feature
+from tests.private_redis import PrivateRedis
+
+pytestmark = pytest.mark.e2e
+
+APP = "tests.e2e.job_app:app"
+ADMIN = SessionUser.of("admin-1", "default", ["Admin"])
+
+
+@pytest.fixture
+def fleet(private_redis: PrivateRedis) -> Iterator[tuple[App, list[subprocess.Popen[bytes]]]]:
+    """This process's view of the application (it enqueues and reads), and the list of
+    worker processes the test starts (stopped at the end)."""
+    suffix = secrets.token_hex(6)
+    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
+    settings = Settings(
+        database_url=database.url,
+        broker_url=private_redis.url,
+        queue_prefix=f"asanoha-e2e-{suffix}",
+        visibility_timeout=60,
+        job_timeout=20,
+    )
+    app = App([feature], settings)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        app.create_schema()
+        yield app, workers
+    finally:
+        stop_processes(workers)
+        app.close()
+        database.drop()
+
+
+def _count(app: App, table: Any, *where: Any) -> int:
+    with app.database.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table).where(*where)).scalar_one())
+
+
+def _wait_until(check: Callable[[], bool], what: str) -> None:
+    """Poll the database: the work happens in other processes."""
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {STEP_TIMEOUT} s: {what}")
+        time.sleep(0.1)
+
+
+def test_two_pool_processes_run_a_backlog_of_writing_jobs_losing_and_repeating_none(fleet):
+    app, workers = fleet
+    for n in range(300):
+        app.service.enqueue_job("fleet:job:mark", {"n": n}, SessionUser.system("default"))
+    workers.append(start_asanoha_worker(app.settings, APP, concurrency=2))
+    summary = Drainer(app).drain(timeout=120)
+
+    marks = app.service.tables.entity("fleet:mark")
+    with app.database.connect() as conn:
+        written = sorted(conn.execute(select(marks.c.n)).scalars())
+    assert written == list(range(300))  # 0 lost, 0 written twice
+    runs = app.service.tables.job_runs
+    assert (summary.succeeded, summary.retried, summary.failed) == (300, 0, 0)
+    assert _count(app, runs) == 300  # every run recorded, 0 spurious retries
+    assert _count(app, runs, runs.c.status == "succeeded", runs.c.attempt == 1) == 300
+    outbox = app.service.tables.outbox
+    assert _count(app, outbox, outbox.c.state == "succeeded") == 300
+
+
+def test_a_write_committed_while_the_broker_is_down_runs_its_job_once_it_is_back(
+    fleet, private_redis
+):
+    app, workers = fleet
+    private_redis.stop()
+    # The write commits; publishing its job fails, so the row waits for a relay.
+    assert app.service.dispatch_write("fleet:write:order", {"n": 7}, ADMIN) == {"n": 7}
+    outbox = app.service.tables.outbox
+    assert _count(app, outbox, outbox.c.published_at.is_(None)) == 1
+
+    private_redis.start()
+    # Only a worker runs: its relay publishes the row, its pool runs the job.
+    workers.append(start_asanoha_worker(app.settings, APP, concurrency=1))
+    _wait_until(
+        lambda: _count(app, outbox, outbox.c.state == "succeeded") == 1, "the job succeeded"
+    )
+    marks = app.service.tables.entity("fleet:mark")
+    with app.database.connect() as conn:
+        assert list(conn.execute(select(marks.c.n)).scalars()) == [7]
+
+
+def test_a_job_that_kills_its_process_on_every_attempt_fails_after_its_retries(fleet):
+    app, workers = fleet
+    task_id = app.service.enqueue_job("fleet:job:explode", {}, SessionUser.system("default"))
+    workers.append(start_asanoha_worker(app.settings, APP, concurrency=1))
+    with pytest.raises(JobFailedError, match="fleet:job:explode: WorkerLostError"):
+        Drainer(app).drain(timeout=60)
+    runs = app.service.tables.job_runs
+    with app.database.connect() as conn:
+        rows = conn.execute(
+            select(runs.c.attempt, runs.c.status)
+            .where(runs.c.task_id == str(task_id))
+            .order_by(runs.c.id)
+        ).all()
+    # Each attempt that died with its process counts: one retry, then the final failure.
+    assert [tuple(row) for row in rows] == [(1, "crashed"), (2, "failed")]
+    outbox = app.service.tables.outbox
+    assert _count(app, outbox, outbox.c.state == "failed") == 1

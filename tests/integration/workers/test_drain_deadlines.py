@@ -1,0 +1,75 @@
+"""``drain()`` keeps its deadline on a broker that stops answering, and forgets what
+``reset()`` wiped (SQLite reuses run ids)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from asanoha.platform.model import Feature
+from asanoha.workers import DrainTimeoutError, JobFailedError
+from tests.private_redis import PrivateRedis
+
+
+def _feature() -> Feature:
+    feature = Feature("deadline")
+
+    @feature.job("broken", manual=True)
+    def broken(payload: dict[str, Any], ctx: Any) -> None:
+        raise RuntimeError(f"broken {payload['n']}")
+
+    return feature
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_drain_raises_at_its_deadline_when_the_broker_stops_answering(private_redis, asanoha_stack):
+    # private_redis first: it is torn down after the stack, which deletes its queues there.
+    stack = asanoha_stack(
+        features=[_feature()], jobs=True, settings={"broker_url": private_redis.url}
+    )
+    stack.drain()
+    private_redis.pause()
+    outcome: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            stack.drain(timeout=1.0)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        waiting = threading.Thread(target=drain, daemon=True)
+        waiting.start()
+        # Generous: before, a paused Redis held drain() for as long as it stayed paused.
+        waiting.join(timeout=20)
+        assert not waiting.is_alive(), "drain() blocked past its deadline"
+    finally:
+        private_redis.resume()
+    (error,) = outcome
+    assert isinstance(error, DrainTimeoutError)
+    assert "did not finish" in str(error)
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_after_reset_drain_still_reports_new_failures(asanoha_stack, database):
+    stack = asanoha_stack(features=[_feature()], jobs=True, database=database)
+    for n in (1, 2):
+        stack.dispatch_job("deadline:job:broken", {"n": n})
+    with pytest.raises(JobFailedError):
+        stack.drain()
+    stack.reset()
+    stack.dispatch_job("deadline:job:broken", {"n": 3})
+    with pytest.raises(JobFailedError, match="broken 3"):
+        stack.drain()
