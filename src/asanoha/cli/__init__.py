@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asanoha.cli import consumers, demo, explain, mcp, migrate, serve, tokens, tools, worker
+from asanoha.cli import consumers, demo, explain, jobs, mcp, migrate, serve, tokens, tools, worker
 from asanoha.cli.app_loading import load_app
 
 __all__ = ["cli", "load_app", "main"]
@@ -46,6 +46,7 @@ cli.command()(explain.explain)
 cli.command()(tools.tools)
 cli.add_typer(migrate.migrate, name="migrate")
 cli.add_typer(consumers.consumers, name="consumers")
+cli.add_typer(jobs.jobs, name="jobs")
 
 
 def main() -> None:
