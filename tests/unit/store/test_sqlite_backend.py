@@ -31,12 +31,15 @@ def test_a_write_does_not_wait_for_an_open_read(tmp_path: Path) -> None:
     table = Table("counters", MetaData(), Column("n", Integer))
     with database.begin() as conn:
         table.create(conn)
-    with database.connect() as reader:
-        assert reader.execute(select(table)).all() == []  # the read transaction is open
-        # Before, the reader's BEGIN IMMEDIATE held the write lock and this waited it out.
-        with database.begin() as writer:
-            writer.execute(table.insert().values(n=1))
-        assert reader.execute(select(table)).all() == []  # its snapshot is unchanged
+    for opened, read in ((database.connect, 0), (database.read_only, 1)):
+        with opened() as reader:
+            # The read transaction is open.
+            assert len(reader.execute(select(table)).all()) == read
+            # Before, the reader's BEGIN IMMEDIATE held the write lock and this waited it out.
+            with database.begin() as writer:
+                writer.execute(table.insert().values(n=1))
+            # Its snapshot is unchanged.
+            assert len(reader.execute(select(table)).all()) == read
     database.dispose()
 
 
