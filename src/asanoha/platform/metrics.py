@@ -9,7 +9,7 @@ that directory before its pool forks.
 from __future__ import annotations
 
 import datetime as dt
-import functools
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,9 +40,23 @@ class PlatformMetrics:
     job_seconds: Histogram
 
 
-@functools.cache
+_lock = threading.Lock()
+_metrics: PlatformMetrics | None = None
+
+
 def platform_metrics() -> PlatformMetrics:
     """The process's metrics, registered in the default registry on first use."""
+    global _metrics
+    if _metrics is None:
+        # Several request threads can make the first write at once; registering a metric
+        # name twice raises, so only one of them may build the set.
+        with _lock:
+            if _metrics is None:
+                _metrics = _build_metrics()
+    return _metrics
+
+
+def _build_metrics() -> PlatformMetrics:
     from prometheus_client import Counter, Histogram
 
     return PlatformMetrics(
