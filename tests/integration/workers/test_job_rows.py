@@ -265,10 +265,10 @@ def test_a_write_answers_its_result_when_marking_published_fails_after_commit(as
     real = stack.service.publisher
     database_name = stack.database_name
 
-    class PublishThenLoseTheDatabase:
+    class LoseTheDatabaseThenPublish:
         def publish(self, message: OutboxMessage) -> None:
-            real.publish(message)
-            # Every pooled connection of the stack dies, as in a database restart.
+            # Every pooled connection of the stack dies, as in a database restart, before the
+            # message is sent: killing them after would also race the worker's claim of it.
             with stack.app.celery_jobs.app.database.engine.connect() as conn:
                 conn.execute(
                     text(
@@ -277,8 +277,9 @@ def test_a_write_answers_its_result_when_marking_published_fails_after_commit(as
                     ),
                     {"name": database_name},
                 )
+            real.publish(message)
 
-    stack.service.publisher = PublishThenLoseTheDatabase()
+    stack.service.publisher = LoseTheDatabaseThenPublish()
     try:
         result = stack.service.dispatch_write("rows:write:send", {"label": "B2"}, ADMIN)
     finally:
