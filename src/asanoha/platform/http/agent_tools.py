@@ -15,10 +15,10 @@ from asanoha.platform.model.agent_tools import list_agent_tools
 APPROVE_QN = "agent:write:approve"
 
 if TYPE_CHECKING:
-    from asanoha.app import App
+    from asanoha.platform.http.parts import HttpParts
 
 
-def add_agent_tools_route(api: FastAPI, app: App) -> None:
+def add_agent_tools_route(api: FastAPI, app: HttpParts) -> None:
     """Register ``GET /api/agent/tools``. Without a token it lists the public tools only."""
 
     def call(request: Request, user: SessionUser, body: Any) -> Any:
@@ -35,7 +35,7 @@ def add_agent_tools_route(api: FastAPI, app: App) -> None:
     )
 
 
-def add_approvals_route(api: FastAPI, app: App) -> None:
+def add_approvals_route(api: FastAPI, app: HttpParts) -> None:
     """Register ``POST /api/agent/approvals``: a human approves one agent call (the same as
     ``POST /api/write/agent:write:approve``), answering the single-use token."""
 

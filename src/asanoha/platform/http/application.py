@@ -1,4 +1,4 @@
-"""``build_http_app``: the FastAPI application of an ``App``."""
+"""``build_http_app``: the FastAPI application of an application's parts."""
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ from asanoha.platform.metrics import DatabaseCollector
 from asanoha.platform.settings import require_signing_secret
 
 if TYPE_CHECKING:
-    from asanoha.app import App
+    from asanoha.platform.http.parts import HttpParts
 
 API_VERSION = "1"
 log = logging.getLogger("asanoha.http")
 
 
-def build_http_app(app: App, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
+def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     """Routes for every handler of ``app.registry``, batch, health and agent tools, and the
     ``mounts`` (for example the MCP endpoint) with their lifespans.
 
@@ -91,7 +91,7 @@ def build_http_app(app: App, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     return api
 
 
-def add_error_handlers(api: FastAPI, app: App) -> None:
+def add_error_handlers(api: FastAPI, app: HttpParts) -> None:
     """Framework-level failures (unknown path, wrong method, anything unexpected) in the
     wire format. Handler calls answer their own errors in the endpoint."""
 

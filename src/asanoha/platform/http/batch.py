@@ -17,7 +17,7 @@ from asanoha.platform.model import SessionUser
 from asanoha.platform.service.validation import field_errors
 
 if TYPE_CHECKING:
-    from asanoha.app import App
+    from asanoha.platform.http.parts import HttpParts
 
 BATCH_HANDLER = "batch"
 
@@ -45,7 +45,7 @@ def parse_batch(body: Any) -> BatchRequest:
         raise ValidationError(handler=BATCH_HANDLER, fields=field_errors(exc)) from None
 
 
-def add_batch_route(api: FastAPI, app: App, catalogue: SchemaCatalogue) -> None:
+def add_batch_route(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) -> None:
     """Register ``POST /api/batch``. The data is the list of the items' results."""
     service = app.service
 

@@ -13,10 +13,10 @@ from asanoha.platform.errors import ServiceUnavailableError
 from asanoha.platform.http.wire import error_response, success_response
 
 if TYPE_CHECKING:
-    from asanoha.app import App
+    from asanoha.platform.http.parts import HttpParts
 
 
-def health_router(app: App) -> APIRouter:
+def health_router(app: HttpParts) -> APIRouter:
     """The health endpoints of ``app``."""
     router = APIRouter(tags=["health"])
 

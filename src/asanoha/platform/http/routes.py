@@ -26,7 +26,7 @@ from asanoha.platform.model import HandlerDef, SessionUser, resolve_agent_exposu
 from asanoha.platform.service import RequestMeta
 
 if TYPE_CHECKING:
-    from asanoha.app import App
+    from asanoha.platform.http.parts import HttpParts
 
 Endpoint = Callable[[Request], Coroutine[Any, Any, Response]]
 #: What a route does once the caller is known and the body is parsed.
@@ -39,7 +39,7 @@ def request_meta(request: Request) -> RequestMeta:
     return RequestMeta(request_id=request_id, correlation_id=correlation_id)
 
 
-def json_endpoint(app: App, call: Call, *, allow_anonymous: bool = False) -> Endpoint:
+def json_endpoint(app: HttpParts, call: Call, *, allow_anonymous: bool = False) -> Endpoint:
     """An endpoint that authenticates, reads the JSON body within the limits, runs ``call``
     in the threadpool (handlers are synchronous) and answers in the wire format.
 
@@ -69,7 +69,7 @@ def json_endpoint(app: App, call: Call, *, allow_anonymous: bool = False) -> End
 APPROVAL_HEADER = "X-Asanoha-Approval"
 
 
-def handler_call(app: App, handler: HandlerDef) -> Call:
+def handler_call(app: HttpParts, handler: HandlerDef) -> Call:
     """Dispatch to ``handler`` through the service (the one place payloads are validated)."""
     service = app.service
 
@@ -121,7 +121,7 @@ def operation_doc(handler: HandlerDef, catalogue: SchemaCatalogue) -> dict[str, 
     }
 
 
-def add_handler_routes(api: FastAPI, app: App, catalogue: SchemaCatalogue) -> None:
+def add_handler_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) -> None:
     """One route per handler, then the catch-all that answers ``handler_not_found``."""
     for handler in app.registry.handlers:
         api.add_api_route(

@@ -1,0 +1,27 @@
+"""``HttpParts``: what the HTTP layer reads of an application, named here so that
+``platform/http`` takes parts and never imports the ``App`` that assembles them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from asanoha.platform.consumers import Consumers
+from asanoha.platform.model import Registry
+from asanoha.platform.service import Service
+from asanoha.platform.settings import Settings
+from asanoha.platform.store import Database
+
+
+class HttpParts(Protocol):
+    """The parts of an application the HTTP app is built from (``asanoha.App`` has them)."""
+
+    settings: Settings
+    registry: Registry
+    database: Database
+    service: Service
+    consumers: Consumers
+
+    def readiness_checks(self) -> dict[str, Callable[[], str]]:
+        """Named checks that return ``"ok"`` or the error text."""
+        ...
