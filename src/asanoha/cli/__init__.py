@@ -1,19 +1,104 @@
-"""The ``asanoha`` command: one module per command group, registered here."""
+"""The ``asanoha`` command: one module per command group, registered here.
+
+A command's module is imported only when that command runs (or a help page lists it):
+``asanoha worker`` forks its pool from this process, and every module loaded here for
+another command (the HTTP server, the MCP server, tables for the terminal) would sit in the
+worker's main process and in each pool process.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping, MutableMapping
 from importlib.metadata import version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+from typer.models import CommandInfo
 
-from asanoha.cli import consumers, demo, explain, jobs, mcp, migrate, serve, tokens, tools, worker
 from asanoha.cli.app_loading import load_app
 
-__all__ = ["cli", "load_app", "main"]
+__all__ = ["COMMANDS", "cli", "load_app", "main"]
+
+#: Every command: its name and where it lives, as ``module:attribute``. The attribute is a
+#: command function, or a ``typer.Typer`` for a command group.
+COMMANDS: dict[str, str] = {
+    "demo": "asanoha.cli.demo:demo",
+    "mcp": "asanoha.cli.mcp:mcp",
+    "serve": "asanoha.cli.serve:serve",
+    "worker": "asanoha.cli.worker:worker",
+    "beat": "asanoha.cli.worker:beat",
+    "token": "asanoha.cli.tokens:token",
+    "explain": "asanoha.cli.explain:explain",
+    "tools": "asanoha.cli.tools:tools",
+    "migrate": "asanoha.cli.migrate:migrate",
+    "consumers": "asanoha.cli.consumers:consumers",
+    "jobs": "asanoha.cli.jobs:jobs",
+}
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """The root group's commands by name; a command is built from its module on first use."""
+
+    def __init__(self, loaded: Mapping[str, Any], group: TyperGroup) -> None:
+        self._loaded: dict[str, Any] = dict(loaded)
+        self._group = group
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._loaded:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._loaded[name] = load_command(name, COMMANDS[name], self._group)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        # The order of COMMANDS is the order of the help page.
+        yield from COMMANDS
+        yield from (name for name in self._loaded if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(self._loaded.keys() | COMMANDS.keys())
+
+
+class LazyGroup(TyperGroup):
+    """The root command group: looks a command up in ``COMMANDS`` when it is asked for."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self.commands, self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+
+def load_command(name: str, target: str, group: TyperGroup) -> Any:
+    """Import ``target`` (``module:attribute``) and build the click command ``name`` from it."""
+    module_name, _, attribute = target.partition(":")
+    found = getattr(importlib.import_module(module_name), attribute)
+    command: Any
+    if isinstance(found, typer.Typer):
+        command = typer.main.get_group(found)
+    else:
+        command = typer.main.get_command_from_info(
+            CommandInfo(name=name, callback=found),
+            pretty_exceptions_short=cli.pretty_exceptions_short,
+            rich_markup_mode=group.rich_markup_mode,
+        )
+    command.name = name
+    return command
+
 
 cli = typer.Typer(
-    help="asanoha: features, event store, service layer and Celery jobs.", no_args_is_help=True
+    cls=LazyGroup,
+    help="asanoha: features, event store, service layer and Celery jobs.",
+    no_args_is_help=True,
 )
 
 
@@ -34,19 +119,6 @@ def options(
     ] = False,
 ) -> None:
     """asanoha: features, event store, service layer and Celery jobs."""
-
-
-cli.command()(demo.demo)
-cli.command()(mcp.mcp)
-cli.command()(serve.serve)
-cli.command()(worker.worker)
-cli.command()(worker.beat)
-cli.command()(tokens.token)
-cli.command()(explain.explain)
-cli.command()(tools.tools)
-cli.add_typer(migrate.migrate, name="migrate")
-cli.add_typer(consumers.consumers, name="consumers")
-cli.add_typer(jobs.jobs, name="jobs")
 
 
 def main() -> None:
