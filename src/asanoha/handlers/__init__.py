@@ -1,1 +1,2 @@
-"""Bundled features: consumer administration (``consumer_admin``) and the demo application."""
+"""Bundled features: consumer administration (``consumer_admin``), job administration
+(``job_admin``) and the demo application."""

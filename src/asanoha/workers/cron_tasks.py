@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 from celery import Celery
 
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service import Service
-from asanoha.platform.service.outbox import prune_finished
+from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.platform.settings import Settings
 from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME
 
@@ -26,8 +25,8 @@ def register_cron_tasks(celery: Celery, service: Service, settings: Settings) ->
 
     @celery.task(name=PRUNE_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def prune_jobs() -> int:
-        before = dt.datetime.now(dt.UTC) - dt.timedelta(days=settings.job_retention_days)
+        days = settings.job_retention_days
         with service.database.begin() as conn:
-            deleted = prune_finished(conn, service.tables, before)
-        log.info("pruned %d finished job rows older than %s", deleted, before.isoformat())
+            deleted = prune_job_rows(conn, service.tables, days)
+        log.info("pruned %d finished job rows older than %g days", deleted, days)
         return deleted

@@ -28,12 +28,14 @@ class Reasons(StrEnum):
     ENTITY_NOT_FOUND = "entity_not_found"
     JOB_NOT_FOUND = "job_not_found"
     CONSUMER_NOT_FOUND = "consumer_not_found"
+    JOB_ROW_NOT_FOUND = "job_row_not_found"
     # 409
     VERSION_CONFLICT = "version_conflict"
     UNIQUE_VIOLATION = "unique_violation"
     ENTITY_DELETED = "entity_deleted"
     ENTITY_NOT_DELETED = "entity_not_deleted"
     CONSUMER_NOT_STOPPED = "consumer_not_stopped"
+    JOB_NOT_FAILED = "job_not_failed"
     TRANSACTION_CONFLICT = "transaction_conflict"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"

@@ -1,0 +1,159 @@
+"""Job operations as handlers for system administrators: retry a job that failed for good,
+list the newest attempts and the failed jobs. Add ``job_admin.feature`` to an application's
+features to expose them (over HTTP and to agents).
+
+They act on the caller's tenant only: a job belongs to the tenant in its headers, and a job
+of another tenant answers as unknown. ``asanoha jobs`` runs the same operations across
+tenants.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
+from asanoha.platform.model import Access, Agent, Feature, Registry
+from asanoha.platform.service import QueryContext, WriteContext
+from asanoha.platform.service.job_operations import (
+    list_failed_jobs,
+    list_job_runs,
+    retry_failed_job,
+)
+from asanoha.platform.store import Tables, build_tables
+
+#: System administrators only: a retry runs a job's effects again.
+SYSTEM_ADMINS = Access(roles=[SYSTEM_ADMIN_ROLE])
+#: The stream type of the retry events (one stream per job row).
+JOB_STREAM_TYPE = "job-admin:job"
+
+feature = Feature("job-admin")
+
+
+class JobId(BaseModel):
+    """Which job: the id of its job row (its Celery task id)."""
+
+    id: uuid.UUID
+
+
+class RecentRuns(BaseModel):
+    """How many of the newest attempts, and whether only attempts that failed for good."""
+
+    limit: int = Field(default=20, ge=1, le=500)
+    failed_only: bool = False
+
+
+class RecentFailures(BaseModel):
+    """How many of the newest failed jobs."""
+
+    limit: int = Field(default=20, ge=1, le=500)
+
+
+class JobRetried(BaseModel):
+    """A job that failed for good was put back to pending by an operator."""
+
+    id: str
+    job: str
+    failed_attempt: int
+    last_error: str | None
+
+
+job_retried = feature.event("job-retried", JobRetried)
+
+
+@feature.write_handler(
+    "retry",
+    access=SYSTEM_ADMINS,
+    # Not irreversible (the job row stays, its next run is recorded): mid, as writes are.
+    agent=Agent(risk="mid"),
+    description=(
+        "Run a job that failed for good again from its stored payload, with its full attempt "
+        "budget (the attempt count starts again at 0)."
+    ),
+)
+def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
+    """Put a failed job of the caller's tenant back to pending; publish it on commit."""
+    retried = retry_failed_job(
+        ctx.request, _tables(), payload.id, requested_by=ctx.user.id, tenant_id=ctx.tenant_id
+    )
+    ctx.append_event(
+        job_retried,
+        {
+            "id": str(retried.id),
+            "job": retried.job_qn,
+            "failed_attempt": retried.failed_attempt,
+            "last_error": retried.last_error,
+        },
+        stream_id=retried.id,
+        stream_type=JOB_STREAM_TYPE,
+    )
+    return {
+        "id": str(retried.id),
+        "job": retried.job_qn,
+        "state": "pending",
+        "failed_attempt": retried.failed_attempt,
+    }
+
+
+@feature.query_handler(
+    "runs",
+    access=SYSTEM_ADMINS,
+    description="The newest job attempts of this tenant: job, task id, attempt, status, error.",
+)
+def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
+    """The newest ended attempts of the caller's tenant."""
+    found = list_job_runs(
+        ctx.request.conn,
+        _tables(),
+        limit=payload.limit,
+        failed_only=payload.failed_only,
+        tenant_id=ctx.tenant_id,
+    )
+    return [
+        {
+            "job": run.job_qn,
+            "task_id": run.task_id,
+            "attempt": run.attempt,
+            "status": run.status,
+            "error": run.error,
+            "started_at": _iso(run.started_at),
+            "finished_at": _iso(run.finished_at),
+        }
+        for run in found
+    ]
+
+
+@feature.query_handler(
+    "failed",
+    access=SYSTEM_ADMINS,
+    description="Jobs of this tenant that failed for good, newest first, with their last error.",
+)
+def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
+    """The failed jobs of the caller's tenant: the ids ``job-admin:write:retry`` takes."""
+    found = list_failed_jobs(
+        ctx.request.conn, _tables(), limit=payload.limit, tenant_id=ctx.tenant_id
+    )
+    return [
+        {
+            "id": str(job.id),
+            "job": job.job_qn,
+            "attempt": job.attempt,
+            "last_error": job.last_error,
+            "finished_at": _iso(job.finished_at),
+        }
+        for job in found
+    ]
+
+
+@functools.cache
+def _tables() -> Tables:
+    # The job rows and run rows are platform tables, the same for every application.
+    return build_tables(Registry([]))
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()

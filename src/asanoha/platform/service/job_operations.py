@@ -1,0 +1,211 @@
+"""Operations on job rows: retry a job that failed for good, prune finished rows, list the
+newest attempts and the failed jobs.
+
+Each runs on the caller's connection (inside its transaction), so the ``asanoha jobs``
+command, the bundled job-admin handlers and beat's prune share them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
+from asanoha.platform.service.outbox import (
+    FAILED,
+    PENDING,
+    RELAY_GRACE,
+    OutboxMessage,
+    prune_finished,
+)
+from asanoha.platform.service.request import Request
+from asanoha.platform.store import Tables
+
+#: The run row that records a retry requested by an operator.
+REQUEUED = "requeued"
+
+
+@dataclass(frozen=True)
+class RetriedJob:
+    """A failed job put back to pending."""
+
+    id: uuid.UUID
+    job_qn: str
+    tenant_id: str | None
+    #: The attempt that failed for good; the retry starts again at attempt 1.
+    failed_attempt: int
+    #: The error of that attempt.
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One ended attempt of a job (a row of ``asanoha_job_runs``)."""
+
+    job_qn: str
+    task_id: str
+    tenant_id: str | None
+    attempt: int
+    status: str
+    error: str | None
+    started_at: dt.datetime
+    finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """A job row that failed for good: what a retry would run again."""
+
+    id: uuid.UUID
+    job_qn: str
+    tenant_id: str | None
+    attempt: int
+    last_error: str | None
+    finished_at: dt.datetime | None
+
+
+def retry_failed_job(
+    request: Request,
+    tables: Tables,
+    job_id: uuid.UUID,
+    *,
+    requested_by: str,
+    tenant_id: str | None = None,
+    publish: bool = True,
+) -> RetriedJob:
+    """Put the job row ``job_id``, failed for good, back to pending with its full attempt
+    budget (``attempt`` 0: it gets every retry its job declares again), on its stored payload
+    and headers (tenant, trigger and write origin are kept).
+
+    With ``publish`` the message is published when ``request`` commits (the row waits
+    ``RELAY_GRACE`` for that, as a fresh row does); without, the row is due for the relay at
+    once. A run row with status ``requeued`` records who asked. With ``tenant_id`` only a job
+    of that tenant is found. Raises ``NotFoundError`` (``job_row_not_found``) for an unknown
+    id, ``ConflictError`` (``job_not_failed``) for a job that is pending, running or
+    succeeded.
+    """
+    outbox = tables.outbox
+    found = request.conn.execute(
+        select(
+            outbox.c.job_qn, outbox.c.state, outbox.c.attempt, outbox.c.headers, outbox.c.last_error
+        )
+        .where(outbox.c.id == job_id)
+        # Two operators retrying at once: the second waits, then reads the row pending.
+        .with_for_update()
+    ).first()
+    row_tenant = _tenant_of(found.headers) if found is not None else None
+    if found is None or (tenant_id is not None and row_tenant != tenant_id):
+        raise NotFoundError(Reasons.JOB_ROW_NOT_FOUND, id=str(job_id))
+    if found.state != FAILED:
+        raise ConflictError(
+            Reasons.JOB_NOT_FAILED, id=str(job_id), job=found.job_qn, state=found.state
+        )
+    now = dt.datetime.now(dt.UTC)
+    relay_after = now + dt.timedelta(seconds=RELAY_GRACE) if publish else now
+    request.conn.execute(
+        update(outbox)
+        .where(outbox.c.id == job_id, outbox.c.state == FAILED)
+        .values(
+            state=PENDING,
+            attempt=0,
+            not_before=now,
+            relay_after=relay_after,
+            published_at=None,
+            started_at=None,
+            finished_at=None,
+        )
+    )
+    request.conn.execute(
+        insert(tables.job_runs).values(
+            job_qn=found.job_qn,
+            task_id=str(job_id),
+            tenant_id=row_tenant,
+            attempt=found.attempt,
+            status=REQUEUED,
+            error=f"requeued by {requested_by}",
+            started_at=now,
+            finished_at=now,
+        )
+    )
+    if publish:
+        request.outbox.append(OutboxMessage(id=job_id, job_qn=found.job_qn, attempt=1))
+    return RetriedJob(job_id, found.job_qn, row_tenant, found.attempt, found.last_error)
+
+
+def prune_job_rows(conn: Connection, tables: Tables, older_than_days: float) -> int:
+    """Delete finished job rows (and run rows) that ended more than ``older_than_days`` ago;
+    return how many job rows went. Beat runs it hourly with ``ASANOHA_JOB_RETENTION_DAYS``."""
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
+    return prune_finished(conn, tables, before)
+
+
+def list_job_runs(
+    conn: Connection,
+    tables: Tables,
+    *,
+    limit: int,
+    failed_only: bool = False,
+    tenant_id: str | None = None,
+) -> list[JobRun]:
+    """The newest ended attempts first; ``failed_only``: attempts that failed for good."""
+    runs = tables.job_runs
+    query = select(runs).order_by(runs.c.id.desc()).limit(limit)
+    if failed_only:
+        query = query.where(runs.c.status == FAILED)
+    if tenant_id is not None:
+        query = query.where(runs.c.tenant_id == tenant_id)
+    return [
+        JobRun(
+            row.job_qn,
+            row.task_id,
+            row.tenant_id,
+            row.attempt,
+            row.status,
+            row.error,
+            row.started_at,
+            row.finished_at,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def list_failed_jobs(
+    conn: Connection, tables: Tables, *, limit: int, tenant_id: str | None = None
+) -> list[FailedJob]:
+    """Job rows that failed for good, the newest failure first: the ids a retry takes."""
+    outbox = tables.outbox
+    query = (
+        select(
+            outbox.c.id,
+            outbox.c.job_qn,
+            outbox.c.headers,
+            outbox.c.attempt,
+            outbox.c.last_error,
+            outbox.c.finished_at,
+        )
+        .where(outbox.c.state == FAILED)
+        .order_by(outbox.c.finished_at.desc())
+        .limit(limit)
+    )
+    if tenant_id is not None:
+        query = query.where(outbox.c.headers["tenant_id"].as_string() == tenant_id)
+    return [
+        FailedJob(
+            uuid.UUID(str(row.id)),
+            row.job_qn,
+            _tenant_of(row.headers),
+            row.attempt,
+            row.last_error,
+            row.finished_at,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def _tenant_of(headers: Any) -> str | None:
+    tenant = headers.get("tenant_id") if isinstance(headers, dict) else None
+    return tenant if isinstance(tenant, str) else None
