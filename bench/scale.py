@@ -33,6 +33,7 @@ from sqlalchemy import event
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
 from _results import Figure, at_most, write_figures
 from asanoha import Access, App, Entity, Feature, SessionUser, Settings, fields
+from asanoha.platform.store import EVENT_COLUMNS as STORED_EVENT_COLUMNS
 from asanoha.platform.store import rebuild_projection
 
 FEATURE = "scale"
@@ -167,18 +168,8 @@ def preload(url: str, first: int, count: int) -> None:
         conn.execute("VACUUM ANALYZE")
 
 
-EVENT_COLUMNS = (
-    "stream_id",
-    "stream_type",
-    "tenant_id",
-    "version",
-    "type",
-    "schema_version",
-    "payload",
-    "metadata",
-    "created_at",
-    "created_by",
-)
+#: Every event column but ``id``, which the store assigns.
+EVENT_COLUMNS = tuple(name for name in STORED_EVENT_COLUMNS if name != "id")
 BASE_COLUMNS = ("id", "tenant_id", "version", "created_at", "created_by", "modified_at")
 ITEM_COLUMNS = (
     *BASE_COLUMNS,

@@ -5,9 +5,11 @@ disable, enable. Add ``consumer_admin.feature`` to an application's features to 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import Connection
 
 from asanoha.platform.consumers import ConsumerStatus, operations
 from asanoha.platform.model import Access, Agent, Feature, Registry
@@ -44,18 +46,6 @@ def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
 
 
 @feature.write_handler(
-    "restart",
-    access=OPERATORS,
-    agent=Agent(risk="mid"),
-    description="Let a dead consumer try its failing event again, with fresh attempts.",
-)
-def restart(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
-    """Restart a dead consumer."""
-    operations.restart_consumer(ctx.request.conn, _tables(), payload.name)
-    return _status_of(ctx, payload.name)
-
-
-@feature.write_handler(
     "skip",
     access=OPERATORS,
     # The skipped event is never handled by this consumer: an operator's decision.
@@ -68,28 +58,37 @@ def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     return {**_status_of(ctx, payload.name), "skipped_event_id": event_id}
 
 
-@feature.write_handler(
+def _consumer_operation(
+    name: str, operation: Callable[[Connection, Tables, str], None], description: str
+) -> Callable[[ConsumerName, WriteContext], dict[str, Any]]:
+    """A mid-risk write handler that runs ``operation`` on the named consumer and answers its
+    status afterwards."""
+
+    def handler(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
+        operation(ctx.request.conn, _tables(), payload.name)
+        return _status_of(ctx, payload.name)
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = description
+    register = feature.write_handler(
+        name, access=OPERATORS, agent=Agent(risk="mid"), description=description
+    )
+    return register(handler)
+
+
+restart = _consumer_operation(
+    "restart",
+    operations.restart_consumer,
+    "Let a dead consumer try its failing event again, with fresh attempts.",
+)
+disable = _consumer_operation(
     "disable",
-    access=OPERATORS,
-    agent=Agent(risk="mid"),
-    description="Stop delivering events to a consumer until it is enabled.",
+    operations.disable_consumer,
+    "Stop delivering events to a consumer until it is enabled.",
 )
-def disable(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
-    """Disable a consumer."""
-    operations.disable_consumer(ctx.request.conn, _tables(), payload.name)
-    return _status_of(ctx, payload.name)
-
-
-@feature.write_handler(
-    "enable",
-    access=OPERATORS,
-    agent=Agent(risk="mid"),
-    description="Resume delivering events to a disabled consumer.",
+enable = _consumer_operation(
+    "enable", operations.enable_consumer, "Resume delivering events to a disabled consumer."
 )
-def enable(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
-    """Enable a consumer."""
-    operations.enable_consumer(ctx.request.conn, _tables(), payload.name)
-    return _status_of(ctx, payload.name)
 
 
 @functools.cache

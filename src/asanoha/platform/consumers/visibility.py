@@ -29,15 +29,11 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, text
 
 from asanoha.platform.consumers.cursors import Cursor, Gap, cursor_from_row, lock_cursor_row
-from asanoha.platform.store import StoredEvent, Tables
+from asanoha.platform.store import EVENT_COLUMNS, StoredEvent, Tables
 
-#: In ``StoredEvent``'s field order.
-_EVENT_COLUMNS = (
-    "id, stream_id, stream_type, tenant_id, version, type, schema_version, payload, "
-    "metadata, created_at, created_by"
-)
-_WIDTH = 11
-_TYPE = 5
+_EVENT_COLUMNS = ", ".join(EVENT_COLUMNS)
+_WIDTH = len(EVENT_COLUMNS)
+_TYPE = EVENT_COLUMNS.index("type")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from asanoha.platform.store.backends import Backend, PostgresBackend, SqliteBackend
 from asanoha.platform.store.database import Database
 from asanoha.platform.store.events import (
+    EVENT_COLUMNS,
     StoredEvent,
     append_event,
     read_event,
@@ -14,6 +15,7 @@ from asanoha.platform.store.schema import create_all
 from asanoha.platform.store.tables import Tables, build_tables
 
 __all__ = [
+    "EVENT_COLUMNS",
     "Backend",
     "Database",
     "PostgresBackend",

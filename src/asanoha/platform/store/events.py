@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -95,7 +95,7 @@ def read_events(
 ) -> list[StoredEvent]:
     """Events with a position above ``after``, oldest first."""
     events = tables.events
-    query = select(*(events.c[name] for name in _COLUMNS)).where(events.c.id > after)
+    query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(events.c.id > after)
     if types is not None:
         query = query.where(events.c.type.in_(list(types)))
     if stream_id is not None:
@@ -109,21 +109,10 @@ def read_events(
 def read_event(conn: Connection, tables: Tables, event_id: int) -> StoredEvent | None:
     """The event at position ``event_id``, or ``None``."""
     events = tables.events
-    query = select(*(events.c[name] for name in _COLUMNS)).where(events.c.id == event_id)
+    query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(events.c.id == event_id)
     row = conn.execute(query).mappings().first()
     return None if row is None else StoredEvent(**row)
 
 
-_COLUMNS = (
-    "id",
-    "stream_id",
-    "stream_type",
-    "tenant_id",
-    "version",
-    "type",
-    "schema_version",
-    "payload",
-    "metadata",
-    "created_at",
-    "created_by",
-)
+#: The event columns, in ``StoredEvent``'s field order.
+EVENT_COLUMNS = tuple(field.name for field in fields(StoredEvent))

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Table, bindparam, delete, insert, select, upd
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
-from asanoha.platform.store.events import StoredEvent
+from asanoha.platform.store.events import EVENT_COLUMNS, StoredEvent
 from asanoha.platform.store.tables import Tables
 
 Row = dict[str, Any]
@@ -239,18 +239,7 @@ def rebuild_projection(
 
 
 #: The event columns a replay reads, in ``StoredEvent`` order (metadata is not needed).
-_REPLAY_COLUMNS = (
-    "id",
-    "stream_id",
-    "stream_type",
-    "tenant_id",
-    "version",
-    "type",
-    "schema_version",
-    "payload",
-    "created_at",
-    "created_by",
-)
+_REPLAY_COLUMNS = tuple(name for name in EVENT_COLUMNS if name != "metadata")
 
 
 def _replayed_event(row: Any) -> StoredEvent:
