@@ -38,6 +38,7 @@ from asanoha.workers.job_rows import (
     JobRows,
     JobRowsUnavailable,
     describe_error,
+    new_claim_token,
 )
 from asanoha.workers.retry_policy import (
     broker_countdown_limit,
@@ -160,7 +161,10 @@ class AttemptRunner:
         )
         error = describe_error(lost)
         log.warning("%s %s: attempt %d crashed with its worker", job.qn, row_id, attempt)
-        claim = Claim(job.qn, {}, headers, None, started_at or dt.datetime.now(dt.UTC))
+        # A token of its own: this end, sent again after a lost reply, is recognised as
+        # written, and the lost worker's late end is not.
+        started = started_at or dt.datetime.now(dt.UTC)
+        claim = Claim(job.qn, {}, headers, None, started, new_claim_token())
         if attempt > job.retries:
             self._end(job, row_id, tenant_id, attempt, claim, AttemptEnd("failed", FAILED, error))
             # Raised so that Flower shows the delivery as failed (it is recorded already).
@@ -229,7 +233,7 @@ class AttemptRunner:
         end: AttemptEnd,
     ) -> bool:
         try:
-            return self._rows.end(row_id, job.qn, tenant_id, attempt, claim.started_at, end)
+            return self._rows.end(row_id, job.qn, tenant_id, attempt, claim, end)
         except JobRowsUnavailable as exc:
             # The row still says running: given back, the message comes again as a
             # redelivery, which ends this attempt as crashed (at least once, never lost).

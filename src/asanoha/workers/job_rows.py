@@ -4,18 +4,38 @@ A worker claims an attempt before running it, with one statement that also retur
 job runs on; it writes the end of the attempt (the row's new state and the attempt's run
 row) in one transaction before it acknowledges the message. Both are synchronous: a job
 the worker ran is recorded before the broker forgets it.
+
+Both are idempotent per delivery, so that they may be sent again when the connection died
+(a database restart): the claim writes a token of its own onto the row, and a claim sent
+again with the same token, or an end sent again by the same claimant, recognises the write
+that committed before its reply was lost. Without it the second claim would find the row
+running at this attempt, acknowledge the message unrun and leave the row running with no
+message (until the relay's recovery, an hour later), and the second end would record the
+run twice and skip the next attempt's publish.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import secrets
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Engine, bindparam, case, insert, null, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    case,
+    insert,
+    null,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import DBAPIError
 
 from asanoha.platform.service.outbox import FAILED, PENDING, RUNNING
@@ -32,10 +52,17 @@ class JobRowsUnavailable(Exception):
     """The database did not take a claim or the end of an attempt."""
 
 
+def new_claim_token() -> str:
+    """A token for one delivery's claim (32 hex characters)."""
+    return secrets.token_hex(16)
+
+
 def _once_more_after_disconnect(write: Callable[[], T]) -> T:
     """Run ``write``; again once if its pooled connection had died (database restarted):
     SQLAlchemy invalidates such a connection, and the next checkout opens a new one.
-    Raises ``JobRowsUnavailable`` when the database still fails."""
+    ``write`` must be idempotent (the first try may have committed before the connection
+    died). Raises ``JobRowsUnavailable`` when the database still fails, or refuses to open
+    a connection."""
     try:
         try:
             return write()
@@ -70,6 +97,9 @@ class Claim:
     headers: Mapping[str, Any]
     trigger_result: Any
     started_at: dt.datetime
+    #: The token the claim wrote on the row (a delivery that ends a crashed attempt brings
+    #: its own); the attempt's end writes it again and recognises itself by it.
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,17 +139,26 @@ class JobRows:
         self._database = database
         self._tables = tables
         outbox = tables.outbox
+        # Pending at an earlier attempt, or already claimed by this very claim (sent again
+        # after its reply was lost).
         self._claim = (
             update(outbox)
             .where(
                 outbox.c.id == bindparam("row_id"),
-                outbox.c.state == PENDING,
-                outbox.c.attempt < bindparam("claim_attempt"),
+                or_(
+                    and_(outbox.c.state == PENDING, outbox.c.attempt < bindparam("claim_attempt")),
+                    and_(
+                        outbox.c.state == RUNNING,
+                        outbox.c.attempt == bindparam("claim_attempt"),
+                        outbox.c.claim_token == bindparam("claim_token"),
+                    ),
+                ),
             )
             .values(
                 state=RUNNING,
                 attempt=bindparam("claim_attempt"),
                 started_at=bindparam("claim_started"),
+                claim_token=bindparam("claim_token"),
             )
             .returning(outbox.c.job_qn, outbox.c.payload, outbox.c.headers, outbox.c.trigger_result)
         )
@@ -144,7 +183,16 @@ class JobRows:
                 published_at=case(
                     (bindparam("end_state") == PENDING, null()), else_=outbox.c.published_at
                 ),
+                claim_token=bindparam("end_token"),
             )
+        )
+        # An end sent again after its reply was lost: the row left ``running`` at this
+        # attempt and still carries the claimant's token.
+        self._ended_by = select(outbox.c.id).where(
+            outbox.c.id == bindparam("row_id"),
+            outbox.c.state != RUNNING,
+            outbox.c.attempt == bindparam("end_attempt"),
+            outbox.c.claim_token == bindparam("end_token"),
         )
         self._record = insert(tables.job_runs)
 
@@ -152,24 +200,36 @@ class JobRows:
     def _engine(self) -> Engine:
         return self._database.engine
 
-    def claim(self, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+    def claim(self, row_id: uuid.UUID, attempt: int, token: str | None = None) -> Claim | Unclaimed:
         """Claim ``attempt`` of the job row ``row_id``: it runs only if this returns a ``Claim``.
 
-        The row must be pending with an earlier attempt; anything else (finished, already
-        running, a later attempt, no row) is returned as ``Unclaimed`` for the caller to judge.
+        The row must be pending with an earlier attempt, or running at this attempt under
+        ``token`` (this delivery's claim, sent again; a new token by default); anything else
+        (finished, running for another delivery, a later attempt, no row) is returned as
+        ``Unclaimed`` for the caller to judge.
         """
-        return _once_more_after_disconnect(lambda: self._claim_once(row_id, attempt))
-
-    def _claim_once(self, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+        token = token or new_claim_token()
         started = dt.datetime.now(dt.UTC)
+        return _once_more_after_disconnect(
+            lambda: self._claim_once(row_id, attempt, token, started)
+        )
+
+    def _claim_once(
+        self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime
+    ) -> Claim | Unclaimed:
         with self._claim_connection() as conn:
             row = conn.execute(
                 self._claim,
-                {"row_id": row_id, "claim_attempt": attempt, "claim_started": started},
+                {
+                    "row_id": row_id,
+                    "claim_attempt": attempt,
+                    "claim_started": started,
+                    "claim_token": token,
+                },
             ).first()
             if row is not None:
                 return Claim(
-                    row.job_qn, dict(row.payload), row.headers, row.trigger_result, started
+                    row.job_qn, dict(row.payload), row.headers, row.trigger_result, started, token
                 )
             found = conn.execute(self._look, {"row_id": row_id}).first()
         if found is None:
@@ -193,16 +253,18 @@ class JobRows:
         job_qn: str,
         tenant_id: str | None,
         attempt: int,
-        started_at: dt.datetime,
+        claim: Claim,
         end: AttemptEnd,
     ) -> bool:
         """Write the end of a running attempt and its run row, in one transaction.
 
-        Returns whether the row still held this attempt (``False``: a redelivery already
-        judged it crashed; the run row is written all the same).
+        Returns whether this end holds the attempt (``False``: a redelivery already judged
+        it crashed; the run row is written all the same). Idempotent for a claim with a
+        token: sent again after a committed end, it returns ``True`` and writes nothing.
         """
+        finished = dt.datetime.now(dt.UTC)
         return _once_more_after_disconnect(
-            lambda: self._end_once(row_id, job_qn, tenant_id, attempt, started_at, end)
+            lambda: self._end_once(row_id, job_qn, tenant_id, attempt, claim, end, finished)
         )
 
     def _end_once(
@@ -211,10 +273,10 @@ class JobRows:
         job_qn: str,
         tenant_id: str | None,
         attempt: int,
-        started_at: dt.datetime,
+        claim: Claim,
         end: AttemptEnd,
+        finished: dt.datetime,
     ) -> bool:
-        finished = dt.datetime.now(dt.UTC)
         now_or_next = end.not_before or finished
         with self._engine.begin() as conn:
             ended = conn.execute(
@@ -227,8 +289,16 @@ class JobRows:
                     "end_finished": None if end.state == PENDING else finished,
                     "end_not_before": now_or_next,
                     "end_relay_after": end.relay_after or now_or_next,
+                    "end_token": claim.token,
                 },
             ).rowcount
+            if not ended and claim.token is not None:
+                again = conn.execute(
+                    self._ended_by,
+                    {"row_id": row_id, "end_attempt": attempt, "end_token": claim.token},
+                ).first()
+                if again is not None:
+                    return True
             conn.execute(
                 self._record,
                 {
@@ -238,7 +308,7 @@ class JobRows:
                     "attempt": attempt,
                     "status": end.status,
                     "error": end.error,
-                    "started_at": started_at,
+                    "started_at": claim.started_at,
                     "finished_at": finished,
                 },
             )
@@ -258,7 +328,13 @@ class JobRows:
             conn.execute(
                 update(outbox)
                 .where(outbox.c.id == row_id, outbox.c.state.in_((PENDING, RUNNING)))
-                .values(state=FAILED, last_error=error, finished_at=now, attempt=attempt)
+                .values(
+                    state=FAILED,
+                    last_error=error,
+                    finished_at=now,
+                    attempt=attempt,
+                    claim_token=None,
+                )
             )
             conn.execute(
                 self._record,
@@ -323,6 +399,8 @@ def recover_lost_attempts(
                     not_before=now,
                     relay_after=now,
                     published_at=None,
+                    # A late end of the lost attempt must not take this end for its own.
+                    claim_token=None,
                 )
             )
             tenant = row.headers.get("tenant_id") if isinstance(row.headers, dict) else None

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from sqlalchemy import Engine, create_engine
+from sqlalchemy.exc import DBAPIError
 
 from asanoha.platform.service.outbox import PENDING, RUNNING
 from asanoha.platform.store import Database, Tables
@@ -26,6 +27,7 @@ from asanoha.workers.job_rows import (
     JobRows,
     JobRowsUnavailable,
     Unclaimed,
+    new_claim_token,
 )
 
 T = TypeVar("T")
@@ -40,29 +42,37 @@ class PostgresJobRows(JobRows):
     def __init__(self, database: Database, tables: Tables) -> None:
         super().__init__(database, tables)
         outbox, runs = tables.outbox.name, tables.job_runs.name
+        # Pending at an earlier attempt, or already claimed by this very claim: sent again
+        # after the connection died, it finds its own committed claim by the token.
         self._claim_sql = (
             f"UPDATE {outbox} SET state = '{RUNNING}', attempt = %(attempt)s, "
-            "started_at = %(started)s "
-            f"WHERE id = %(id)s AND state = '{PENDING}' AND attempt < %(attempt)s "
+            "started_at = %(started)s, claim_token = %(token)s "
+            f"WHERE id = %(id)s AND (state = '{PENDING}' AND attempt < %(attempt)s "
+            f"OR state = '{RUNNING}' AND attempt = %(attempt)s AND claim_token = %(token)s) "
             "RETURNING job_qn, payload, headers, trigger_result"
         )
         self._look_sql = (
             f"SELECT state, attempt, job_qn, headers, started_at FROM {outbox} WHERE id = %(id)s"
         )
         # The run row is inserted whether or not the job row still held the attempt (a
-        # redelivery may have judged it crashed meanwhile): the attempt did run.
+        # redelivery may have judged it crashed meanwhile): the attempt did run. Not when
+        # this very end committed already (``again``: sent a second time after its reply
+        # was lost; every part of the statement sees the row as it was before it).
         self._end_sql = (
             f"WITH ended AS (UPDATE {outbox} SET state = %(state)s::varchar, "
             "last_error = %(error)s, finished_at = %(row_finished)s, "
             "not_before = %(not_before)s, relay_after = %(relay_after)s, "
             f"published_at = CASE WHEN %(state)s::varchar = '{PENDING}' THEN NULL "
-            "ELSE published_at END "
+            "ELSE published_at END, claim_token = %(token)s "
             f"WHERE id = %(id)s AND state = '{RUNNING}' AND attempt = %(attempt)s "
             "RETURNING 1), "
+            f"again AS (SELECT 1 FROM {outbox} WHERE id = %(id)s AND state <> '{RUNNING}' "
+            "AND attempt = %(attempt)s AND claim_token = %(token)s), "
             f"recorded AS (INSERT INTO {runs} (job_qn, task_id, tenant_id, attempt, status, "
-            "error, started_at, finished_at) VALUES (%(job_qn)s, %(task_id)s, %(tenant_id)s, "
-            "%(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s)) "
-            "SELECT count(*) FROM ended"
+            "error, started_at, finished_at) SELECT %(job_qn)s, %(task_id)s, %(tenant_id)s, "
+            "%(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s "
+            "WHERE NOT EXISTS (SELECT 1 FROM again)) "
+            "SELECT (SELECT count(*) FROM ended) + (SELECT count(*) FROM again)"
         )
         self._url = database.url
         self._engine_: Engine | None = None
@@ -84,16 +94,17 @@ class PostgresJobRows(JobRows):
             )
         return self._engine_
 
-    def claim(self, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+    def claim(self, row_id: uuid.UUID, attempt: int, token: str | None = None) -> Claim | Unclaimed:
         """See ``JobRows.claim``."""
         started = dt.datetime.now(dt.UTC)
-        params = {"id": row_id, "attempt": attempt, "started": started}
+        token = token or new_claim_token()
+        params = {"id": row_id, "attempt": attempt, "started": started, "token": token}
 
         def run(cursor: Any) -> Claim | Unclaimed:
             cursor.execute(self._claim_sql, params)
             row = cursor.fetchone()
             if row is not None:
-                return Claim(row[0], dict(row[1]), row[2], row[3], started)
+                return Claim(row[0], dict(row[1]), row[2], row[3], started, token)
             cursor.execute(self._look_sql, params)
             found = cursor.fetchone()
             if found is None:
@@ -108,7 +119,7 @@ class PostgresJobRows(JobRows):
         job_qn: str,
         tenant_id: str | None,
         attempt: int,
-        started_at: dt.datetime,
+        claim: Claim,
         end: AttemptEnd,
     ) -> bool:
         """See ``JobRows.end``."""
@@ -123,11 +134,12 @@ class PostgresJobRows(JobRows):
             "state": end.state,
             "status": end.status,
             "error": end.error,
-            "started": started_at,
+            "started": claim.started_at,
             "finished": finished,
             "row_finished": None if end.state == PENDING else finished,
             "not_before": next_time,
             "relay_after": end.relay_after or next_time,
+            "token": claim.token,
         }
 
         def run(cursor: Any) -> bool:
@@ -150,9 +162,15 @@ class PostgresJobRows(JobRows):
 
     def _with_cursor(self, run: Callable[[Any], T]) -> T:
         # A pooled connection that died (database restarted) fails once; it is thrown
-        # away and the call runs again on a new one.
+        # away and the call runs again on a new one. ``run`` must be idempotent: the first
+        # try may have committed before the connection died (claims and ends are, by their
+        # token). A database that refuses a new connection fails at once.
         for again in (True, False):
-            connection = self._own_engine().raw_connection()
+            try:
+                connection = self._own_engine().raw_connection()
+            except (DBAPIError, psycopg.Error) as error:
+                # The pool hands over the driver's error unwrapped when it cannot connect.
+                raise JobRowsUnavailable(str(error)) from error
             try:
                 cursor = connection.cursor()
                 try:
@@ -163,7 +181,15 @@ class PostgresJobRows(JobRows):
                 connection.invalidate(error)
                 if not again:
                     raise JobRowsUnavailable(str(error)) from error
+                # The other idle connections died with it (a restart): the second try must
+                # not take one of them, or a claim that committed on the first would be
+                # given back and judged a crashed attempt on its redelivery.
+                self._own_engine().dispose()
                 continue
+            except psycopg.Error as error:
+                # Any other refusal (a read-only standby, a lock timeout): the caller gives
+                # the message back rather than acknowledge it with the row unended.
+                raise JobRowsUnavailable(str(error)) from error
             finally:
                 connection.close()
             return result

@@ -256,30 +256,41 @@ def test_enqueue_with_an_idempotency_key_enqueues_once(asanoha_stack):
     assert len(job_rows(stack)) == 2
 
 
-def test_a_write_answers_its_result_when_marking_published_fails_after_commit(asanoha_stack):
+@pytest.mark.parametrize(
+    "publish_first", [False, True], ids=["lost-then-publish", "publish-then-lost"]
+)
+def test_a_write_answers_its_result_when_marking_published_fails_after_commit(
+    jobs_stack, publish_first
+):
     """The database goes away between the commit and "mark published": the caller still
-    gets the committed write's result, and its job still runs. (About the database: run on
-    the default broker only.)"""
+    gets the committed write's result, and its job still runs. Killed after the publish,
+    the connections die while the worker may be claiming or ending the job: it sends the
+    claim or end again on a new connection, and the job runs once."""
     seen: list[Any] = []
-    stack = asanoha_stack(features=[_feature(seen)], jobs=True)
+    stack = jobs_stack([_feature(seen)])
     real = stack.service.publisher
     database_name = stack.database_name
 
-    class LoseTheDatabaseThenPublish:
-        def publish(self, message: OutboxMessage) -> None:
-            # Every pooled connection of the stack dies, as in a database restart, before the
-            # message is sent: killing them after would also race the worker's claim of it.
-            with stack.app.celery_jobs.app.database.engine.connect() as conn:
-                conn.execute(
-                    text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = :name AND pid <> pg_backend_pid()"
-                    ),
-                    {"name": database_name},
-                )
-            real.publish(message)
+    def lose_the_database() -> None:
+        # Every connection of the stack dies, as in a database restart.
+        with stack.app.celery_jobs.app.database.engine.connect() as conn:
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": database_name},
+            )
 
-    stack.service.publisher = LoseTheDatabaseThenPublish()
+    class LoseTheDatabaseAroundThePublish:
+        def publish(self, message: OutboxMessage) -> None:
+            if not publish_first:
+                lose_the_database()
+            real.publish(message)
+            if publish_first:
+                lose_the_database()
+
+    stack.service.publisher = LoseTheDatabaseAroundThePublish()
     try:
         result = stack.service.dispatch_write("rows:write:send", {"label": "B2"}, ADMIN)
     finally:
@@ -287,6 +298,7 @@ def test_a_write_answers_its_result_when_marking_published_fails_after_commit(as
     assert result == {"label": "B2", "stamp": "s-1"}
     stack.drain()
     assert [label for label, *_ in seen] == ["B2"]
+    assert [(r.attempt, r.status) for r in job_runs(stack)] == [(1, "succeeded")]
 
 
 @pytest.mark.parametrize("retries", [0, 1])

@@ -180,6 +180,10 @@ def build_tables(registry: Registry) -> Tables:
         # Set for jobs that must be enqueued once per cause (an event-triggered job: the job
         # QN and the event id); a second enqueue with the same key is a no-op.
         Column("idempotency_key", String(300), nullable=True),
+        # Who claimed the current attempt: a token per delivery, written by the claim and
+        # kept by the attempt's end. A claim or an end sent again after its reply was lost
+        # (the connection died after the commit) recognises its own committed write by it.
+        Column("claim_token", String(32), nullable=True),
         Index("ix_asanoha_outbox_due", "state", "relay_after"),
         Index("ix_asanoha_outbox_finished", "finished_at"),
         Index("uq_asanoha_outbox_idempotency_key", "idempotency_key", unique=True),
