@@ -55,6 +55,7 @@ BENCHMARKS = (
     Benchmark(
         "consumer_catchup.py", quick=("--events", "20000", "--seconds", "1", "--rounds", "1")
     ),
+    Benchmark("drain_probe.py", quick=("--foreign", "2000", "--passes", "20")),
 )
 
 

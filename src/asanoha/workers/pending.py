@@ -1,8 +1,12 @@
-"""Pending job work: broker queue depths and reserved messages (the probes), job rows."""
+"""Pending job work: broker queue depths (the probes), tasks this process's worker holds,
+job rows.
+
+A probe pass costs the same whatever other applications keep on the same broker: it asks
+for the depth of this application's queues only.
+"""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +24,8 @@ class PendingWork:
 
     #: Messages waiting in each lane queue.
     queued: dict[str, int] = field(default_factory=dict)
-    #: Messages a worker holds: running, or a retry waiting for its countdown.
+    #: Tasks this process's worker holds: running, or a retry waiting for its countdown
+    #: (workers elsewhere show through the job rows).
     reserved: int = 0
     #: Job rows pending (waiting for an attempt, a retry or the relay) or running.
     unfinished: int = 0
@@ -45,22 +50,29 @@ class BrokerProbe(Protocol):
     """Counts one broker's messages of the given queues."""
 
     def count(self, queues: Sequence[str]) -> tuple[dict[str, int], int]:
-        """Per-queue depth, and messages reserved by workers."""
+        """Per-queue depth, and tasks this process's worker holds."""
 
     def close(self) -> None:
         """Release the broker connection."""
 
 
 class RedisProbe:
-    """Redis: list lengths (every priority sub-queue) and the ``unacked`` hash, one round trip.
+    """Redis: the length of each lane queue (every priority sub-queue), one round trip; what
+    workers hold comes from this process's own record of tasks in flight.
 
-    ``unacked`` holds every message a worker has taken and not acknowledged: with late acks
-    that is every running task, and also every retry waiting for its countdown. The hash is
-    shared by all queues of the Redis database, so only entries routed to our queues count.
+    Redis's ``unacked`` hash (every message a worker took and has not acknowledged) is not
+    read: it is shared by every application on the Redis database, so reading it costs in
+    proportion to their messages, not ours. ``drain()`` needs nothing from it: the job rows
+    are the record (an attempt a worker runs is a ``running`` row, a retry waiting for its
+    countdown a ``pending`` one, a message between the queue and its claim a ``pending``
+    one), and a consumer advance a worker runs shows as a consumer behind until it commits.
+    A cron tick or a prune a worker in another process runs is not counted, as on RabbitMQ:
+    neither is pending work of the application until the tick's job row commits.
     """
 
-    def __init__(self, celery: Celery) -> None:
+    def __init__(self, celery: Celery, outcomes: JobOutcomes) -> None:
         self._connection = celery.connection_for_write()
+        self._outcomes = outcomes
         self._lock = threading.Lock()
 
     def count(self, queues: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -74,7 +86,6 @@ class RedisProbe:
                 for queue_keys in keys:
                     for key in dict.fromkeys(queue_keys):
                         pipe.llen(key)
-                pipe.hvals(channel.unacked_key)
                 results = pipe.execute()
         queued: dict[str, int] = {}
         index = 0
@@ -82,23 +93,10 @@ class RedisProbe:
             width = len(dict.fromkeys(queue_keys))
             queued[queue] = sum(int(n) for n in results[index : index + width])
             index += width
-        wanted = set(queues)
-        reserved = sum(1 for raw in results[index] if _routing_key(raw) in wanted)
-        return queued, reserved
+        return queued, self._outcomes.in_flight
 
     def close(self) -> None:
         self._connection.release()
-
-
-def _routing_key(raw: bytes | str) -> str | None:
-    try:
-        entry = json.loads(raw)
-    except ValueError:
-        return None
-    # Each entry is [message, exchange, routing_key].
-    if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], str):
-        return entry[2]
-    return None
 
 
 class DeclaringProbe:
@@ -135,5 +133,5 @@ def make_probe(celery: Celery, outcomes: JobOutcomes) -> BrokerProbe:
     """The broker probe that suits ``celery``'s transport."""
     transport = celery.connection_for_write().transport_cls
     if transport in ("redis", "rediss"):
-        return RedisProbe(celery)
+        return RedisProbe(celery, outcomes)
     return DeclaringProbe(celery, outcomes)

@@ -1,6 +1,4 @@
-import json
-
-from asanoha.workers.pending import PendingWork, _routing_key
+from asanoha.workers.pending import PendingWork
 
 
 def test_pending_work_adds_up_everything_that_waits():
@@ -10,10 +8,3 @@ def test_pending_work_adds_up_everything_that_waits():
     assert "p.worker=2" in pending.describe()
     assert "reserved by workers 3" in pending.describe()
     assert "job rows pending or running 1" in pending.describe()
-
-
-def test_unacked_entries_are_matched_by_their_routing_key():
-    entry = json.dumps([{"body": "..."}, "p.worker", "p.worker"])
-    assert _routing_key(entry) == "p.worker"
-    assert _routing_key(b"not json") is None
-    assert _routing_key(json.dumps({"a": 1})) is None
