@@ -17,6 +17,10 @@ class MissingTenantError(ValueError):
     """A job row without a tenant: it is refused, never run as some default tenant."""
 
 
+class TriggerResultUnavailable(RuntimeError):
+    """The triggering write's result was not stored for its jobs (too large, not JSON)."""
+
+
 @dataclass(frozen=True)
 class JobTrigger:
     """What enqueued the job: ``name`` (a write handler QN, ``manual``, ``cron``, a job QN)
@@ -24,7 +28,17 @@ class JobTrigger:
     An event-triggered job reads its event as ``ctx.trigger_event``."""
 
     name: str | None
-    result: Any = None
+    stored_result: Any = None
+    #: Why the write's result was not stored, else ``None``.
+    result_refused: str | None = None
+
+    @property
+    def result(self) -> Any:
+        """The triggering write's result; raises ``TriggerResultUnavailable`` when it was
+        not stored (the write itself committed)."""
+        if self.result_refused:
+            raise TriggerResultUnavailable(self.result_refused)
+        return self.stored_result
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,8 @@ class JobMeta:
     correlation_id: str | None = None
     #: The write chain the job acts for: its limits (public intake) hold in the job too.
     origin: WriteOrigin = field(default_factory=WriteOrigin)
+    #: Why the triggering write's result was not stored for the job, else ``None``.
+    trigger_result_refused: str | None = None
 
     @classmethod
     def from_headers(cls, meta: Mapping[str, Any]) -> JobMeta:
@@ -57,6 +73,7 @@ class JobMeta:
             request_id=meta.get("request_id"),
             correlation_id=meta.get("correlation_id"),
             origin=WriteOrigin.from_header(meta.get("origin")),
+            trigger_result_refused=meta.get("trigger_result_refused"),
         )
 
 
@@ -89,7 +106,7 @@ class JobContext:
         #: Whether a failure now fails the job (no retry left).
         self.final_attempt = retries >= job.retries
         #: What enqueued the job (``ctx.trigger.result``: the triggering write's result).
-        self.trigger = JobTrigger(meta.trigger_name, trigger_result)
+        self.trigger = JobTrigger(meta.trigger_name, trigger_result, meta.trigger_result_refused)
         self.system_user = SessionUser.system(meta.tenant_id)
         self.log = logging.LoggerAdapter(
             logging.getLogger(f"asanoha.job.{job.qn}"),

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pydantic
-import pydantic_core
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError
 
@@ -50,6 +49,10 @@ from asanoha.platform.service.request import (
     RequestKind,
     RequestMeta,
     WriteOrigin,
+)
+from asanoha.platform.service.trigger_result import (
+    StoredTriggerResult,
+    storable_trigger_result,
 )
 from asanoha.platform.service.validation import (
     check_storable,
@@ -253,10 +256,11 @@ class Service:
         if not triggered:
             return
         payload = model.model_dump(mode="json")
-        # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``.
-        stored_result = pydantic_core.to_jsonable_python(result, fallback=str)
+        # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``,
+        # made storable here: nothing about it may fail the write (see ``trigger_result``).
+        stored = storable_trigger_result(result, handler.qn)
         messages = [
-            self._message(job.qn, payload, user, request, handler.qn, result=stored_result)
+            self._message(job.qn, payload, user, request, handler.qn, result=stored)
             for job in triggered
         ]
         outbox.write_outbox(request.conn, self.tables, messages)
@@ -538,21 +542,24 @@ class Service:
         request: Request,
         trigger_name: str,
         *,
-        result: Any = None,
+        result: StoredTriggerResult | None = None,
         idempotency_key: str | None = None,
     ) -> OutboxMessage:
+        headers = {
+            "tenant_id": user.tenant_id,
+            "triggered_by": user.id,
+            "trigger_name": trigger_name,
+            "origin": request.origin.to_header(),
+            "request_id": request.request_id,
+            "correlation_id": request.meta.correlation_id,
+        }
+        if result is not None and result.refused:
+            headers["trigger_result_refused"] = result.refused
         return OutboxMessage(
             id=uuid.uuid4(),
             job_qn=job_qn,
-            trigger_result=result,
+            trigger_result=None if result is None else result.value,
             idempotency_key=idempotency_key,
             payload=payload,
-            headers={
-                "tenant_id": user.tenant_id,
-                "triggered_by": user.id,
-                "trigger_name": trigger_name,
-                "origin": request.origin.to_header(),
-                "request_id": request.request_id,
-                "correlation_id": request.meta.correlation_id,
-            },
+            headers=headers,
         )

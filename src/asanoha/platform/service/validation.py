@@ -14,7 +14,7 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 
 # What no JSON column (Postgres jsonb, text) and no UTF-8 answer can hold: U+0000 and the
 # UTF-16 halves that JSON escapes can smuggle in alone (\ud800).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 #: Nesting beyond this is not walked (the HTTP layer bounds JSON depth far below it).
 _MAX_WALK_DEPTH = 200
 
@@ -70,14 +70,14 @@ def check_storable(payload: Any, handler: str) -> None:
 
 def _unstorable_paths(value: Any, path: tuple[str, ...], depth: int) -> Iterator[tuple[str, ...]]:
     if isinstance(value, str):
-        if _UNSTORABLE.search(value):
+        if UNSTORABLE_TEXT.search(value):
             yield path
     elif depth > _MAX_WALK_DEPTH:
         return
     elif isinstance(value, dict):
         for key, item in value.items():
             name = str(key)
-            if _UNSTORABLE.search(name):
+            if UNSTORABLE_TEXT.search(name):
                 yield (*path, printable(name))
             yield from _unstorable_paths(item, (*path, printable(name)), depth + 1)
     elif isinstance(value, list | tuple):
@@ -87,4 +87,4 @@ def _unstorable_paths(value: Any, path: tuple[str, ...], depth: int) -> Iterator
 
 def printable(text: str) -> str:
     """``text`` with NUL and lone surrogates written as ``\\uXXXX`` escapes, safe to echo."""
-    return _UNSTORABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return UNSTORABLE_TEXT.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
