@@ -25,6 +25,9 @@ POLL_INTERVAL = 0.005
 #: Consecutive idle passes that end a drain. One is not enough: a message a worker is
 #: taking off a queue is, for an instant, in neither the queue nor the reserved set.
 IDLE_PASSES = 2
+#: Seconds a pass may take before a timeout during it blames the broker or the database:
+#: passes take milliseconds and follow each other, so a deadline often falls in one.
+STALLED_PASS = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,13 @@ class Drainer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DrainTimeoutError(timeout, pending)
+            started = time.monotonic()
             pass_ = self._passes.submit(self._pass)
             try:
                 pending = pass_.result(timeout=remaining)
             except FutureTimeout:
-                raise DrainTimeoutError(timeout, pending, stuck=True) from None
+                stalled = time.monotonic() - started >= min(STALLED_PASS, timeout / 2)
+                raise DrainTimeoutError(timeout, pending, stuck=stalled) from None
             idle = idle + 1 if pending.total == 0 else 0
             if idle >= IDLE_PASSES:
                 return self._settle()
