@@ -8,14 +8,11 @@ that directory before its pool forks.
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
-
-from sqlalchemy import func, select
 
 from asanoha.platform.errors import AsanohaError, Reasons
 from asanoha.platform.store import Database, Tables
@@ -116,25 +113,21 @@ class DatabaseCollector:
         """Query the outbox and the consumer positions (short reads)."""
         from prometheus_client.core import GaugeMetricFamily
 
-        outbox = self.tables.outbox
+        # Imported here: the service layer imports this module (it counts writes).
+        from asanoha.platform.service.outbox import due_backlog
+
         with self.database.connect() as conn:
-            oldest, due = conn.execute(
-                # Due: pending, unpublished, and its next attempt may start (a retry
-                # waiting in the row for its backoff is not late).
-                select(func.min(outbox.c.not_before), func.count()).where(
-                    outbox.c.state == "pending",
-                    outbox.c.published_at.is_(None),
-                    outbox.c.not_before <= func.now(),
-                )
-            ).one()
-        age = GaugeMetricFamily(
-            "asanoha_outbox_due_age_seconds",
-            "Age of the oldest outbox row not yet published (0 when none).",
-        )
-        age.add_metric([], _seconds_since(oldest))
-        yield age
+            # The query /health/ready reads too, so the gauges and readiness agree.
+            backlog = due_backlog(conn, self.tables)
         yield GaugeMetricFamily(
-            "asanoha_outbox_due_rows", "Outbox rows not yet published.", value=int(due)
+            "asanoha_outbox_due_age_seconds",
+            "Seconds the oldest due job row nobody published has waited (0 when none).",
+            value=backlog.oldest_age,
+        )
+        yield GaugeMetricFamily(
+            "asanoha_outbox_due_rows",
+            "Due job rows nobody published (the relay's backlog).",
+            value=backlog.rows,
         )
         lag = GaugeMetricFamily(
             "asanoha_consumer_lag_events",
@@ -144,14 +137,6 @@ class DatabaseCollector:
         for name, behind, status in self.consumer_lags() if self.consumer_lags else ():
             lag.add_metric([name, status], behind)
         yield lag
-
-
-def _seconds_since(moment: dt.datetime | None) -> float:
-    if moment is None:
-        return 0.0
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return max((dt.datetime.now(dt.UTC) - moment).total_seconds(), 0.0)
 
 
 def scrape_registry(database_collector: DatabaseCollector | None) -> CollectorRegistry:

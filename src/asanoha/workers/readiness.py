@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from asanoha.platform.service.outbox import oldest_due_unpublished
+from asanoha.platform.service.outbox import due_backlog
 from asanoha.platform.store import Database, Tables
 
 #: Seconds a readiness probe waits for the broker.
@@ -30,7 +30,7 @@ def check_job_backlog(database: Database, tables: Tables) -> str:
     ``JOB_BACKLOG_LIMIT``; then the error names its age."""
     try:
         with database.connect() as conn:
-            age = oldest_due_unpublished(conn, tables)
+            age = due_backlog(conn, tables).oldest_age
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
     if age > JOB_BACKLOG_LIMIT:

@@ -357,7 +357,9 @@ def test_readiness_fails_naming_the_age_of_a_due_job_nobody_published(asanoha_st
     with stack.db.begin() as conn:
         outbox = stack.tables.outbox
         conn.execute(
-            update(outbox).where(outbox.c.id == task_id).values(not_before=ten_minutes_ago)
+            update(outbox)
+            .where(outbox.c.id == task_id)
+            .values(not_before=ten_minutes_ago, relay_after=ten_minutes_ago)
         )
     assert check_job_backlog(stack.db, stack.tables).startswith(
         "error: the oldest due job has waited 600 s"

@@ -247,19 +247,38 @@ def count_unfinished(conn: Connection, tables: Tables) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def oldest_due_unpublished(conn: Connection, tables: Tables) -> float:
-    """Seconds the oldest due, unpublished pending job has waited (0 when there is none)."""
+@dataclass(frozen=True)
+class DueBacklog:
+    """The due job rows nobody has published: what ``/health/ready`` and the
+    ``asanoha_outbox_due_*`` metrics report."""
+
+    #: How many there are.
+    rows: int
+    #: Seconds the oldest has waited since its attempt could start (0 when there is none).
+    oldest_age: float
+
+
+def due_backlog(conn: Connection, tables: Tables) -> DueBacklog:
+    """The due, unpublished job rows, in one statement, as the relay sees them.
+
+    Due: pending, unpublished, its attempt may start (``not_before``; a retry waiting in the
+    row for its backoff is not late) and the relay may take it (``relay_after``; a fresh
+    row is left to its writer, which publishes it right after commit).
+    """
     outbox = tables.outbox
     now = dt.datetime.now(dt.UTC)
-    query = select(func.min(outbox.c.not_before)).where(
-        outbox.c.state == PENDING, outbox.c.published_at.is_(None), outbox.c.not_before <= now
+    query = select(func.min(outbox.c.not_before), func.count()).where(
+        outbox.c.state == PENDING,
+        outbox.c.published_at.is_(None),
+        outbox.c.not_before <= now,
+        outbox.c.relay_after <= now,
     )
-    oldest: dt.datetime | None = conn.execute(query).scalar_one_or_none()
+    oldest, rows = conn.execute(query).one()
     if oldest is None:
-        return 0.0
+        return DueBacklog(int(rows), 0.0)
     if oldest.tzinfo is None:
         oldest = oldest.replace(tzinfo=dt.UTC)
-    return float(max(0.0, (now - oldest).total_seconds()))
+    return DueBacklog(int(rows), max(0.0, (now - oldest).total_seconds()))
 
 
 def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int:
