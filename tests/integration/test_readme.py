@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.pool import NullPool
+
+from tests.integration.cli.test_worker_metrics import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +88,103 @@ def test_agents_example_runs_an_mcp_session_with_an_approval(tmp_path: Path) -> 
     assert "created tone" in lines
     assert "trust trusted" in lines
     assert any(line.startswith("prompts:write:prompt:create") for line in lines)
+
+
+def shell_block(heading: str) -> str:
+    """The ``bash`` block that follows ``heading`` in the README."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text[text.index(heading) :]
+    found = re.search(r"```bash\n(.*?)```", after, flags=re.DOTALL)
+    assert found is not None, f"no bash block after {heading!r}"
+    return found.group(1)
+
+
+def test_tokens_example_writes_over_http_and_its_job_runs(tmp_path: Path) -> None:
+    """The *Tokens* block, run by bash against ``asanoha serve --app shop:app`` on the
+    quickstart's ``shop.py``, as the README says to start it (with the block's secret).
+
+    Two substitutions, and only these: the server listens on a free port instead of 8000
+    (the block's ``127.0.0.1:8000`` is replaced by it), and ``curl`` is wrapped so that it
+    also prints the HTTP status.
+    """
+    block = shell_block("**Tokens.**")
+    secret = re.search(r"^export ASANOHA_JWT_SECRET=(\S+)$", block, flags=re.MULTILINE)
+    assert secret is not None, block
+    assert "127.0.0.1:8000" in block
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # The command the README gives to start the API, with the block's secret.
+    serve = f"`ASANOHA_JWT_SECRET={secret.group(1)} asanoha serve --app shop:app`"
+    assert serve in readme
+    (tmp_path / "shop.py").write_text(python_blocks()[0], encoding="utf-8")
+    database = tmp_path / "shop.sqlite3"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASANOHA_")}
+    env.pop("PYTHONPATH", None)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["ASANOHA_DATABASE_URL"] = f"sqlite+pysqlite:///{database}"
+    port = free_port()
+    server = subprocess.Popen(
+        ["asanoha", "serve", "--app", "shop:app", "--port", str(port)],
+        cwd=tmp_path,
+        env={**env, "ASANOHA_JWT_SECRET": secret.group(1)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until_healthy(f"http://127.0.0.1:{port}", server)
+        script = (
+            "set -euo pipefail\n"
+            "curl() { command curl --silent --show-error --write-out '\\nHTTP %{http_code}\\n' \"$@\"; }\n"
+            + block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        )
+        ran = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        body, status = ran.stdout.rstrip("\n").rsplit("\n", 1)
+        assert status == "HTTP 200", ran.stdout
+        answer = json.loads(body)
+        assert answer["isSuccess"] is True
+        assert answer["data"]["label"] == "hi"
+        # serve on the embedded default runs the jobs too: the create's notify job ran.
+        engine = create_engine(f"sqlite+pysqlite:///{database}", poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                labels = conn.execute(text("SELECT label FROM prompts")).scalars().all()
+            assert labels == ["hi"]
+            assert wait_for_job_state(engine, "prompts:job:notify", server) == "succeeded"
+        finally:
+            engine.dispose()
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+
+
+def wait_until_healthy(base: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "asanoha serve exited"
+        try:
+            if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{base}/health did not answer within 60 s")
+
+
+def wait_for_job_state(engine: Engine, job_qn: str, server: subprocess.Popen[bytes]) -> str:
+    """The state of the job row of ``job_qn`` once it is finished (or after 60 s)."""
+    query = text("SELECT state FROM asanoha_outbox WHERE job_qn = :qn")
+    deadline = time.monotonic() + 60
+    state = "missing"
+    while time.monotonic() < deadline and server.poll() is None:
+        with engine.connect() as conn:
+            state = conn.execute(query, {"qn": job_qn}).scalar_one_or_none() or "missing"
+        if state in ("succeeded", "failed"):
+            break
+        time.sleep(0.1)
+    return state
