@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "serve": "asanoha.cli.serve:serve",
     "worker": "asanoha.cli.worker:worker",
     "beat": "asanoha.cli.worker:beat",
+    "flower": "asanoha.cli.flower:flower",
+    "celery": "asanoha.cli.celery_cli:celery",
     "token": "asanoha.cli.tokens:token",
     "explain": "asanoha.cli.explain:explain",
     "tools": "asanoha.cli.tools:tools",

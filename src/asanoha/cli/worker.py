@@ -3,31 +3,87 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
-from asanoha.app import App
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.celery_runner import (
+    OWNED_GLOBAL_OPTIONS,
+    refuse_memory_broker,
+    refuse_owned_options,
+    run_celery,
+)
 from asanoha.cli.schema_gate import require_current_schema
+from asanoha.platform.model.handlers import Lane
+from asanoha.platform.settings import Settings
+
+#: Levels ``--loglevel`` takes (Celery's, any case).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")
+
+#: Options of ``celery worker`` that ``asanoha worker`` sets: refused after ``--``.
+OWNED_WORKER_OPTIONS: Mapping[str, str] = {
+    **OWNED_GLOBAL_OPTIONS,
+    "-c": "--concurrency",
+    "--concurrency": "--concurrency",
+    "-Q": "the queues come from --lanes",
+    "--queues": "the queues come from --lanes",
+    "-n": "--hostname",
+    "--hostname": "--hostname",
+    "-l": "--loglevel",
+    "--loglevel": "--loglevel",
+}
 
 
 def worker(
     app: AppOption,
-    concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 2,
+    concurrency: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+    lanes: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Lanes whose queues this worker consumes (worker, api); repeat the option "
+            "or separate with commas. Default: every lane.",
+            show_default=False,
+        ),
+    ] = None,
+    loglevel: Annotated[
+        str, typer.Option(help="Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+    ] = "INFO",
+    hostname: Annotated[
+        str | None,
+        typer.Option(
+            help="The worker's name as Flower and 'asanoha celery -- inspect' show it; "
+            "Celery expands %h (host name). Default: <ASANOHA_QUEUE_PREFIX>@%h-<pid>.",
+            show_default=False,
+        ),
+    ] = None,
     metrics_port: Annotated[
         int | None,
         typer.Option(help="Serve Prometheus job metrics of every pool process on this port."),
     ] = None,
+    celery_options: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Further options of 'celery worker', after -- (for example: -- --without-mingle).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run a Celery worker consuming every lane queue, with the outbox relay in its main
-    process (refuses a schema that is behind)."""
-    from asanoha.workers.lanes import lane_queues
+    """Run a Celery worker consuming the lane queues, with the outbox relay in its main
+    process (refuses a schema that is behind).
 
+    Options of 'celery worker' that asanoha does not set pass through after --, for example
+    'asanoha worker --app shop:app -- --without-mingle --max-tasks-per-child=100'.
+    """
+    extra = list(celery_options or [])
+    refuse_owned_options("worker", extra, OWNED_WORKER_OPTIONS)
+    chosen_lanes = parse_lanes(lanes or [])
+    level = parse_loglevel(loglevel)
     loaded = load_app(app)
     require_current_schema(loaded, app)
-    _refuse_memory_broker(loaded, "worker")
+    refuse_memory_broker(loaded, "worker")
     # The pool processes are forked from this one: it must hold no database connection
     # they would share (each pool process also drops what it inherited, see CeleryJobs).
     loaded.database.dispose()
@@ -35,16 +91,66 @@ def worker(
         from asanoha.cli.worker_metrics import start_worker_metrics
 
         start_worker_metrics(metrics_port, loaded.registry)
-    queues = ",".join(lane_queues(loaded.settings))
-    loaded.celery.worker_main(
-        [
-            "worker",
-            f"--concurrency={concurrency}",
-            f"--queues={queues}",
-            f"--hostname={loaded.settings.queue_prefix}@%h-{os.getpid()}",
-            "--loglevel=INFO",
-        ]
+    argv = worker_argv(
+        loaded.settings,
+        concurrency=concurrency,
+        lanes=chosen_lanes,
+        loglevel=level,
+        hostname=hostname,
+        extra=extra,
     )
+    run_celery(loaded.celery, argv)
+
+
+def worker_argv(
+    settings: Settings,
+    *,
+    concurrency: int,
+    lanes: Sequence[Lane],
+    loglevel: str,
+    hostname: str | None,
+    extra: Sequence[str],
+) -> list[str]:
+    """The ``celery worker`` arguments of ``asanoha worker``."""
+    from asanoha.workers.lanes import lane_queues
+
+    name = hostname or f"{settings.queue_prefix}@%h-{os.getpid()}"
+    return [
+        "worker",
+        f"--concurrency={concurrency}",
+        f"--queues={','.join(lane_queues(settings, lanes))}",
+        f"--hostname={name}",
+        f"--loglevel={loglevel}",
+        *extra,
+    ]
+
+
+def parse_lanes(values: Sequence[str]) -> tuple[Lane, ...]:
+    """The lanes ``--lanes`` names, in order, once each; every lane when none is named."""
+    known: tuple[Lane, ...] = get_args(Lane)
+    chosen: list[Lane] = []
+    for value in values:
+        for word in (part.strip() for part in value.split(",")):
+            if not word:
+                continue
+            lane = next((lane for lane in known if lane == word), None)
+            if lane is None:
+                raise typer.BadParameter(
+                    f"no lane {word!r}; the lanes are {', '.join(known)}", param_hint="--lanes"
+                )
+            if lane not in chosen:
+                chosen.append(lane)
+    return tuple(chosen) or known
+
+
+def parse_loglevel(value: str) -> str:
+    """``value`` upper-cased, when it is one of Celery's log levels."""
+    level = value.upper()
+    if level not in LOG_LEVELS:
+        raise typer.BadParameter(
+            f"{value!r} is not one of {', '.join(LOG_LEVELS[:-1])}", param_hint="--loglevel"
+        )
+    return level
 
 
 def beat(
@@ -55,16 +161,5 @@ def beat(
 ) -> None:
     """Run Celery beat: the cron jobs and the prune of finished job rows. Run exactly one."""
     loaded = load_app(app)
-    _refuse_memory_broker(loaded, "beat")
-    loaded.celery.start(["beat", f"--schedule={schedule}", "--loglevel=INFO"])
-
-
-def _refuse_memory_broker(app: App, command: str) -> None:
-    if app.settings.broker_url.startswith("memory://"):
-        typer.echo(
-            f"asanoha {command} needs a broker other processes reach; the in-process "
-            "memory:// broker serves only 'asanoha serve' and 'asanoha demo'. Set "
-            "ASANOHA_BROKER_URL (redis://... or amqp://...).",
-            err=True,
-        )
-        raise typer.Exit(1)
+    refuse_memory_broker(loaded, "beat")
+    run_celery(loaded.celery, ["beat", f"--schedule={schedule}", "--loglevel=INFO"])

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery, signals
+from kombu.entity import Exchange, Queue
 
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
@@ -17,7 +18,7 @@ from asanoha.workers.consumer_wake import register_advance_task
 from asanoha.workers.cron_tasks import register_cron_tasks
 from asanoha.workers.job_rows import JobRows, job_rows_for
 from asanoha.workers.job_task import register_job_task
-from asanoha.workers.lanes import queue_for_job, queue_name
+from asanoha.workers.lanes import lane_queues, queue_for_job, queue_name
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 from asanoha.workers.outcomes import JobOutcomes
 from asanoha.workers.pending import BrokerProbe, make_probe
@@ -156,9 +157,14 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
         task_default_queue=default_queue,
         task_default_exchange=default_queue,
         task_default_routing_key=default_queue,
+        # Every lane queue declared up front, as Celery would declare it on first use: so
+        # that commands working on "the app's queues" ('celery purge') see every lane.
+        task_queues=[_lane_queue(name) for name in lane_queues(settings)],
         task_routes={job.qn: {"queue": queue_for_job(settings, job)} for job in registry.jobs},
-        # Remote control commands of one application never reach another's workers.
+        # Remote control commands of one application never reach another's workers, and
+        # its task and worker events reach only its own monitors (Flower), not another's.
         control_exchange=f"{settings.queue_prefix}.control",
+        event_exchange=f"{settings.queue_prefix}.events",
         task_serializer="json",
         accept_content=["json"],
         task_ignore_result=True,
@@ -175,6 +181,11 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
         beat_schedule=build_beat_schedule(registry, settings),
     )
     return celery
+
+
+def _lane_queue(name: str) -> Queue:
+    exchange = Exchange(name, type="direct")  # type: ignore[no-untyped-call]
+    return Queue(name, exchange, routing_key=name)  # type: ignore[no-untyped-call]
 
 
 def _transport_options(broker_url: str, visibility_timeout: float) -> dict[str, Any]:

@@ -19,9 +19,9 @@ def queue_name(prefix: str, lane: Lane) -> str:
     return f"{prefix}.{lane}"
 
 
-def lane_queues(settings: Settings) -> tuple[str, ...]:
-    """Every queue of this application, one per lane."""
-    return tuple(queue_name(settings.queue_prefix, lane) for lane in LANES)
+def lane_queues(settings: Settings, lanes: Sequence[Lane] = LANES) -> tuple[str, ...]:
+    """The queues of ``lanes`` (every lane of this application by default), one per lane."""
+    return tuple(queue_name(settings.queue_prefix, lane) for lane in lanes)
 
 
 def queue_for_job(settings: Settings, job: JobDef) -> str:

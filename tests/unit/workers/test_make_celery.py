@@ -138,3 +138,18 @@ def test_long_backoffs_wait_in_the_database_not_in_the_broker():
     limit = broker_countdown_limit(job, app.settings)
     # Whatever the broker holds, with the run after it, stays below the visibility timeout.
     assert limit > 0 and limit + 20 + 5 < 60
+
+
+def test_control_and_event_exchanges_are_named_after_the_queue_prefix():
+    # Two applications on one broker: neither's inspect, nor its Flower, sees the other.
+    first = make_celery(_app(queue_prefix="shop-a")).celery.conf
+    second = make_celery(_app(queue_prefix="shop-b")).celery.conf
+    assert (first.control_exchange, first.event_exchange) == ("shop-a.control", "shop-a.events")
+    assert (second.control_exchange, second.event_exchange) == ("shop-b.control", "shop-b.events")
+
+
+def test_every_lane_queue_is_declared_so_purge_reaches_all_of_them():
+    queues = make_celery(_app(queue_prefix="s1")).celery.amqp.queues
+    assert set(queues) == {"s1.worker", "s1.api"}
+    assert queues["s1.api"].exchange.name == "s1.api"
+    assert queues["s1.api"].routing_key == "s1.api"
