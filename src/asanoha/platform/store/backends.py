@@ -8,7 +8,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Executable,
     Float,
     Table,
     cast,
@@ -19,6 +18,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import StaticPool
+
+from asanoha.platform.store.inserts import execute_insert
 
 #: Execution option of a connection whose transactions only read (no write lock on SQLite).
 READS_ONLY = "asanoha_reads_only"
@@ -53,9 +54,6 @@ class PostgresBackend:
 
     name = "postgresql"
 
-    def __init__(self) -> None:
-        self._inserts: dict[Table, Executable] = {}
-
     def create_engine(self, url: URL, pool_size: int, pre_ping: bool = False) -> Engine:
         # Pre-ping costs a round trip per checkout; recycling bounds the age of idle
         # connections instead, and pre_ping is there for networks that drop them sooner.
@@ -71,14 +69,15 @@ class PostgresBackend:
         # ON CONFLICT DO NOTHING waits for a concurrent inserter of the same key and then
         # yields nothing: exactly one writer of a stream version wins, and the loser's
         # transaction stays usable (no aborted-transaction state to roll back).
-        statement = self._inserts.get(table)
-        if statement is None:
-            # Built once per table; the row travels as parameters (no per-call compile).
-            statement = (
+        return execute_insert(
+            conn,
+            table,
+            row,
+            kind="unless_exists",
+            build=lambda: (
                 postgresql.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
-            )
-            self._inserts[table] = statement
-        return conn.execute(statement, row).scalar_one_or_none()
+            ),
+        )
 
     def start_read_only(self, conn: Connection) -> None:
         # The first statement begins the transaction; SET TRANSACTION must be that statement.
@@ -166,8 +165,15 @@ class SqliteBackend:
         return engine
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
-        statement = sqlite.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
-        return conn.execute(statement, row).scalar_one_or_none()
+        return execute_insert(
+            conn,
+            table,
+            row,
+            kind="unless_exists",
+            build=lambda: (
+                sqlite.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
+            ),
+        )
 
     def after_create(self, conn: Connection) -> None:
         return None

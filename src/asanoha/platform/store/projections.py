@@ -20,6 +20,7 @@ from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
 from asanoha.platform.store.events import EVENT_COLUMNS, StoredEvent
+from asanoha.platform.store.inserts import execute_insert
 from asanoha.platform.store.tables import Tables
 
 Row = dict[str, Any]
@@ -181,7 +182,7 @@ def apply_entity_event(
     change = row_change(entity_def, event)
     table = tables.entity(entity_def.key)
     if change.kind == "insert":
-        conn.execute(insert(table), change.values)
+        execute_insert(conn, table, change.values)
         return change.values
     if change.kind == "update":
         statement = (
