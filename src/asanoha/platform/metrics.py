@@ -74,9 +74,18 @@ def _build_metrics() -> PlatformMetrics:
     )
 
 
+#: The write counter's child of each label set seen: ``labels()`` validates the labels and
+#: takes a lock on every call, which a write need not pay again for the same handler.
+_write_counters: dict[tuple[str, str, str], Counter] = {}
+
+
 def count_write(handler: str, outcome: WriteOutcome, reason: str = "") -> None:
     """Count one top-level write (one counter increment)."""
-    platform_metrics().writes.labels(handler, outcome, reason).inc()
+    key = (handler, outcome, reason)
+    counter = _write_counters.get(key)
+    if counter is None:
+        counter = _write_counters[key] = platform_metrics().writes.labels(*key)
+    counter.inc()
 
 
 def write_outcome(http_status: int) -> WriteOutcome:

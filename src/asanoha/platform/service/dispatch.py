@@ -28,7 +28,7 @@ from asanoha.platform.errors import (
     UnprocessableError,
     ValidationError,
 )
-from asanoha.platform.metrics import count_failed_write, count_write, counted_write
+from asanoha.platform.metrics import count_failed_write, count_write
 from asanoha.platform.model import (
     EntityDef,
     EventDef,
@@ -96,6 +96,9 @@ class Service:
         signer = ApprovalSigner(approval_key or secrets.token_bytes(32))
         self.approvals = Approvals(signer, registry, self.tables)
         self._commit_listeners: list[CommitListener] = []
+        # Resolved once per process: the registry and its definitions do not change.
+        self._entity_defs: dict[tuple[str, str], EntityDef] = {}
+        self._entries: dict[str, EntryHandler] = {}
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -122,7 +125,8 @@ class Service:
         if parent is not None:
             handler, model = self._admit(qn, "write", payload, user)
             return self._run_nested(parent, handler, model, user)
-        with counted_write(qn):
+        # What counted_write does, inline: a top-level write is the hottest path there is.
+        try:
             handler, model = self._admit(qn, "write", payload, user)
             with self.database.begin() as conn:
                 request = self._open(conn, "write", handler, user, meta, origin)
@@ -130,6 +134,13 @@ class Service:
                     conn, handler, model, user, approval, request.request_id
                 )
                 result = self._run_write(request, handler, model, user)
+        except AsanohaError as error:
+            count_failed_write(qn, error)
+            raise
+        except Exception:
+            count_write(qn, "failed", "internal")
+            raise
+        count_write(qn, "ok")
         self.after_commit(request)
         return result
 
@@ -295,11 +306,15 @@ class Service:
         """Entity ``name`` of ``feature``, or ``other-feature:name``; ``caller`` names who asked."""
         # The conversion of registration: crud("promptNote") is found as "promptNote",
         # "prompt_note" or "prompt-note", in this feature or as "other:promptNote".
+        found = self._entity_defs.get((name, feature))
+        if found is not None:
+            return found
         scope, _, local = name.rpartition(":")
         key = f"{scope or feature}:{to_kebab(local)}"
         entity_def = self.registry.find_entity(key)
         if entity_def is None:
             raise LookupError(f"{caller}: no entity {name!r} is registered (looked for {key!r})")
+        self._entity_defs[name, feature] = entity_def
         return entity_def
 
     def reader(
@@ -509,7 +524,11 @@ class Service:
         return handler, validate_payload(handler.payload_model, payload, handler.qn)
 
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:
-        return EntryHandler(handler.qn, resolve_agent_exposure(handler).risk)
+        entry = self._entries.get(handler.qn)
+        if entry is None or self.registry.find_handler(handler.qn) is not handler:
+            entry = EntryHandler(handler.qn, resolve_agent_exposure(handler).risk)
+            self._entries[handler.qn] = entry
+        return entry
 
     def _open(
         self,

@@ -6,6 +6,7 @@ so a nested write keeps the entry handler and origin even when it runs on anothe
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,11 @@ class QueryContext:
         self._request = request
         self.handler = handler
         self.user = user
-        self.log = logging.getLogger(f"asanoha.handler.{handler.qn}")
+
+    @functools.cached_property
+    def log(self) -> logging.Logger:
+        """The handler's logger (``asanoha.handler.<qn>``)."""
+        return logging.getLogger(f"asanoha.handler.{self.handler.qn}")
 
     @property
     def request(self) -> Request:

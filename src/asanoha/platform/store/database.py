@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from sqlalchemy import Connection, make_url
 
@@ -30,11 +30,9 @@ class Database:
         """``postgresql`` or ``sqlite``."""
         return self.backend.name
 
-    @contextmanager
-    def begin(self) -> Iterator[Connection]:
+    def begin(self) -> AbstractContextManager[Connection]:
         """A connection in a transaction: committed on success, rolled back on error."""
-        with self.engine.begin() as conn:
-            yield conn
+        return self.engine.begin()
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
