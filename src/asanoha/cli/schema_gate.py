@@ -20,9 +20,12 @@ def require_current_schema(
     On SQLite (the embedded default) the process makes and upgrades its own schema first,
     so that ``asanoha serve`` alone runs; Postgres is changed only by ``asanoha migrate``.
     """
-    from asanoha.platform.store.migrations import schema_status, upgrade_platform
+    from asanoha.platform.store.migrations import schema_status
 
     if app.database.dialect == "sqlite":
+        # Upgrading runs Alembic: only the embedded default does it here.
+        from asanoha.platform.store.migrations import upgrade_platform
+
         app.create_schema()
         upgrade_platform(app.database)
     status = schema_status(app.registry, app.database, app_migrations)

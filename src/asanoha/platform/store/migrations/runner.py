@@ -10,7 +10,6 @@ Two migration histories share one database and never touch each other's tables:
 
 from __future__ import annotations
 
-import functools
 import io
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -20,17 +19,19 @@ from typing import Any, Literal
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Connection, MetaData, String, Table, inspect
 
 from asanoha.platform.model import Registry
 from asanoha.platform.store.database import Database
+from asanoha.platform.store.migrations.revisions import (
+    APP_VERSION_TABLE,
+    PLATFORM_FOLDER,
+    PLATFORM_VERSION_TABLE,
+    database_revision,
+    platform_head,
+)
 from asanoha.platform.store.tables import UtcDateTime, build_tables
 
-PLATFORM_FOLDER = Path(__file__).parent
-PLATFORM_VERSION_TABLE = "asanoha_alembic_version"
-APP_VERSION_TABLE = "alembic_version"
 PLATFORM_TABLE_PREFIX = "asanoha_"
 #: The revision a database made by ``create_all`` before migrations existed is adopted as.
 BASELINE_REVISION = "0001"
@@ -124,21 +125,6 @@ def run_env() -> None:
     )
     with context.begin_transaction():
         context.run_migrations()
-
-
-@functools.cache
-def platform_head() -> str:
-    """The newest revision of the platform's migrations."""
-    head = ScriptDirectory(str(PLATFORM_FOLDER)).get_current_head()
-    if head is None:
-        raise RuntimeError(f"no platform migrations in {PLATFORM_FOLDER / 'versions'}")
-    return head
-
-
-def database_revision(conn: Connection, version_table: str) -> str | None:
-    """The revision recorded in ``version_table``; ``None`` when the table is missing or empty."""
-    context = MigrationContext.configure(conn, opts={"version_table": version_table})
-    return context.get_current_revision()
 
 
 def record_platform_head(conn: Connection) -> None:

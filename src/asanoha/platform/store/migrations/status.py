@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
 from asanoha.platform.model import Registry
 from asanoha.platform.store.database import Database
-from asanoha.platform.store.migrations.runner import (
+from asanoha.platform.store.migrations.revisions import (
     APP_VERSION_TABLE,
     PLATFORM_VERSION_TABLE,
     database_revision,
@@ -74,6 +73,9 @@ def schema_status(
     expected = build_tables(registry)
     app_head = None
     if app_migrations is not None and (app_migrations / "versions").is_dir():
+        # An application's own history can be anything Alembic reads: let Alembic read it.
+        from alembic.script import ScriptDirectory
+
         app_head = ScriptDirectory(str(app_migrations)).get_current_head()
     with database.connect() as conn:
         platform_revision = database_revision(conn, PLATFORM_VERSION_TABLE)
