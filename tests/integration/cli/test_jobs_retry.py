@@ -88,7 +88,12 @@ def test_a_retry_left_to_the_relay_runs_when_the_relay_sends_it(failed_job):
     with stack.service.unit_of_work(operator) as request:
         retry_failed_job(request, stack.tables, row.id, requested_by="test", publish=False)
     pending = job_row(stack)
-    assert (pending.state, pending.attempt, pending.published_at) == ("pending", 0, None)
+    assert (pending.state, pending.attempt, pending.published_at, pending.claim_token) == (
+        "pending",
+        0,
+        None,
+        None,
+    )
     assert pending.relay_after <= dt.datetime.now(dt.UTC)
     stack.drain()  # relays due rows, as every worker's relay does
     assert job_row(stack).state == "succeeded"

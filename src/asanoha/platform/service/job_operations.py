@@ -117,6 +117,8 @@ def retry_failed_job(
             published_at=None,
             started_at=None,
             finished_at=None,
+            # The next claim is a new delivery's; nothing of the failed attempt's carries over.
+            claim_token=None,
         )
     )
     request.conn.execute(
