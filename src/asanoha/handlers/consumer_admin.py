@@ -4,7 +4,6 @@ disable, enable. Add ``consumer_admin.feature`` to an application's features to 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -12,10 +11,10 @@ from pydantic import BaseModel
 from sqlalchemy import Connection
 
 from asanoha.platform.consumers import ConsumerStatus, operations
-from asanoha.platform.model import Access, Agent, Feature, Registry
+from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.model.users import SYSTEM_ROLE
 from asanoha.platform.service import QueryContext, WriteContext
-from asanoha.platform.store import Tables, build_tables
+from asanoha.platform.store import Tables, platform_tables
 
 SYSTEM_ADMIN_ROLE = "SystemAdmin"
 #: Operators, and the system user (a job may restart a consumer).
@@ -41,7 +40,7 @@ class ConsumerName(BaseModel):
 )
 def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
     """Every consumer's status."""
-    statuses = operations.consumer_statuses(ctx.request.conn, _tables())
+    statuses = operations.consumer_statuses(ctx.request.conn, platform_tables())
     return [_describe(found) for found in statuses]
 
 
@@ -54,7 +53,7 @@ def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
 )
 def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Skip the event a consumer is stopped at."""
-    event_id = operations.skip_event(ctx.request.conn, _tables(), payload.name)
+    event_id = operations.skip_event(ctx.request.conn, platform_tables(), payload.name)
     return {**_status_of(ctx, payload.name), "skipped_event_id": event_id}
 
 
@@ -65,7 +64,7 @@ def _consumer_operation(
     status afterwards."""
 
     def handler(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
-        operation(ctx.request.conn, _tables(), payload.name)
+        operation(ctx.request.conn, platform_tables(), payload.name)
         return _status_of(ctx, payload.name)
 
     handler.__name__ = handler.__qualname__ = name
@@ -91,15 +90,8 @@ enable = _consumer_operation(
 )
 
 
-@functools.cache
-def _tables() -> Tables:
-    # The platform's tables are the same for every application: the operations need only the
-    # cursor rows (which carry each consumer's event types) and the event store.
-    return build_tables(Registry([]))
-
-
 def _status_of(ctx: QueryContext, name: str) -> dict[str, Any]:
-    [found] = operations.consumer_statuses(ctx.request.conn, _tables(), [name])
+    [found] = operations.consumer_statuses(ctx.request.conn, platform_tables(), [name])
     return _describe(found)
 
 

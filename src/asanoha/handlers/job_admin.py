@@ -10,21 +10,20 @@ tenants.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import uuid
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
-from asanoha.platform.model import Access, Agent, Feature, Registry
+from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.service import QueryContext, WriteContext
 from asanoha.platform.service.job_operations import (
     list_failed_jobs,
     list_job_runs,
     retry_failed_job,
 )
-from asanoha.platform.store import Tables, build_tables
+from asanoha.platform.store import platform_tables
 
 #: System administrators only: a retry runs a job's effects again.
 SYSTEM_ADMINS = Access(roles=[SYSTEM_ADMIN_ROLE])
@@ -78,7 +77,11 @@ job_retried = feature.event("job-retried", JobRetried)
 def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
     """Put a failed job of the caller's tenant back to pending; publish it on commit."""
     retried = retry_failed_job(
-        ctx.request, _tables(), payload.id, requested_by=ctx.user.id, tenant_id=ctx.tenant_id
+        ctx.request,
+        platform_tables(),
+        payload.id,
+        requested_by=ctx.user.id,
+        tenant_id=ctx.tenant_id,
     )
     ctx.append_event(
         job_retried,
@@ -108,7 +111,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
     """The newest ended attempts of the caller's tenant."""
     found = list_job_runs(
         ctx.request.conn,
-        _tables(),
+        platform_tables(),
         limit=payload.limit,
         failed_only=payload.failed_only,
         tenant_id=ctx.tenant_id,
@@ -135,7 +138,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
 def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
     """The failed jobs of the caller's tenant: the ids ``job-admin:write:retry`` takes."""
     found = list_failed_jobs(
-        ctx.request.conn, _tables(), limit=payload.limit, tenant_id=ctx.tenant_id
+        ctx.request.conn, platform_tables(), limit=payload.limit, tenant_id=ctx.tenant_id
     )
     return [
         {
@@ -147,12 +150,6 @@ def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
         }
         for job in found
     ]
-
-
-@functools.cache
-def _tables() -> Tables:
-    # The job rows and run rows are platform tables, the same for every application.
-    return build_tables(Registry([]))
 
 
 def _iso(moment: dt.datetime | None) -> str | None:

@@ -12,7 +12,7 @@ from asanoha.platform.store.events import (
 )
 from asanoha.platform.store.projections import apply_entity_event, rebuild_projection
 from asanoha.platform.store.schema import create_all
-from asanoha.platform.store.tables import Tables, build_tables
+from asanoha.platform.store.tables import Tables, build_tables, platform_tables
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -26,6 +26,7 @@ __all__ = [
     "apply_entity_event",
     "build_tables",
     "create_all",
+    "platform_tables",
     "read_event",
     "read_events",
     "rebuild_projection",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +126,14 @@ class Tables:
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
         return self.entities[key]
+
+
+@functools.cache
+def platform_tables() -> Tables:
+    """The platform's own tables (events, outbox, job runs, consumers, ...), which are the
+    same for every application: for code that serves any application, such as the bundled
+    admin handlers."""
+    return build_tables(Registry([]))
 
 
 def build_tables(registry: Registry) -> Tables:
