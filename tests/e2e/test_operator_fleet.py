@@ -213,6 +213,8 @@ def test_an_operator_fleet_runs_traces_and_stops_a_writes_jobs_and_a_cron_job(fl
                 "1",
                 "--metrics-port",
                 str(port),
+                # A Celery worker option passes through after --.
+                *(["--", "--without-mingle"] if n else []),
             ],
         )
         for n, port in enumerate(worker_ports)
