@@ -5,6 +5,8 @@ row is left running without a message that comes back, and each attempt is recor
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -237,3 +239,73 @@ def test_a_claim_or_an_end_sent_again_recognises_its_own_write(asanoha_stack, da
     assert [(r.attempt, r.status) for r in job_runs(stack)] == [(1, "succeeded")]
     assert job_rows(stack)[0].state == "succeeded"
     rows.close()
+
+
+def test_each_thread_keeps_one_claim_connection_and_close_releases_them(asanoha_stack):
+    """Claims and ends reuse the connection their thread checked out (a checkout per
+    statement costs about as much as the statement); a connection that died is replaced,
+    and ``close()`` closes the ones threads still hold."""
+    stack = asanoha_stack(features=[_feature([])])
+    rows = _rows_of(stack)
+    before = _backends(stack)
+    used: dict[str, set[int]] = {}
+    real = rows._with_cursor
+
+    def recording(run: Callable[[Any], Any]) -> Any:
+        def on(cursor: Any) -> Any:
+            name = threading.current_thread().name
+            used.setdefault(name, set()).add(cursor.connection.info.backend_pid)
+            return run(cursor)
+
+        return real(on)
+
+    rows._with_cursor = recording  # type: ignore[method-assign]
+
+    def claims() -> None:
+        for _ in range(10):
+            assert rows.claim(uuid.uuid4(), 1).state == "missing"
+
+    threads = [threading.Thread(target=claims, name=f"claims-{n}") for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    claims()
+    assert sorted(len(pids) for pids in used.values()) == [1, 1, 1, 1]
+    held = set().union(*used.values())
+    assert _backends(stack) - before == held
+    # Killed under its holder, as in a database restart: the first claim fails on it and
+    # runs again on a new connection, which the thread keeps.
+    (own,) = used.pop(threading.current_thread().name)
+    with stack.db.engine.connect() as conn:
+        conn.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": own})
+    claims()
+    assert len(used[threading.current_thread().name] - {own}) == 1
+    rows.close()
+    _wait_until(lambda: _backends(stack) == before)
+
+
+def _rows_of(stack: Any) -> PostgresJobRows:
+    rows = job_rows_for(stack.db, stack.tables)
+    assert isinstance(rows, PostgresJobRows)
+    return rows
+
+
+def _backends(stack: Any) -> set[int]:
+    """Server processes connected to the stack's database, but the asking one."""
+    with stack.db.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = :name AND pid <> pg_backend_pid()"
+            ),
+            {"name": stack.database_name},
+        )
+        return {pid for (pid,) in found}
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    # A closed connection's server process leaves pg_stat_activity a moment later.
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
