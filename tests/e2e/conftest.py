@@ -8,27 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-
-from tests.private_redis import PrivateRedis
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds any single wait of an end-to-end test may take.
 STEP_TIMEOUT = 30
-
-
-@pytest.fixture
-def private_redis() -> Iterator[PrivateRedis]:
-    """A running private ``redis-server``."""
-    server = PrivateRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def worker_environment(settings: object, **extra: str) -> dict[str, str]:

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from asanoha.platform.model import Feature
 from asanoha.workers import DrainTimeoutError, JobFailedError
-from tests.private_redis import PrivateRedis
 
 
 def _feature() -> Feature:
@@ -22,16 +20,6 @@ def _feature() -> Feature:
         raise RuntimeError(f"broken {payload['n']}")
 
     return feature
-
-
-@pytest.fixture
-def private_redis() -> Iterator[PrivateRedis]:
-    server = PrivateRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def test_drain_raises_at_its_deadline_when_the_broker_stops_answering(private_redis, asanoha_stack):

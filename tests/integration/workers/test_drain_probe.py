@@ -4,30 +4,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 
 from asanoha.platform.model import Feature
 from tests.integration.workers.conftest import job_runs
-from tests.private_redis import PrivateRedis
 
 #: Entries other applications' workers hold in the shared ``unacked`` hash.
 FOREIGN_ENTRIES = 20_000
 #: Commands that read a whole hash (or walk it).
 HASH_READS = ("hvals", "hgetall", "hkeys", "hscan", "hlen")
-
-
-@pytest.fixture
-def private_redis() -> Iterator[PrivateRedis]:
-    server = PrivateRedis()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def _calls(client: redis.Redis, command: str) -> int:
