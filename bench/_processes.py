@@ -9,7 +9,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +98,20 @@ def wait_for_output(started_: Started, marker: str, timeout: float = 60) -> None
             raise RuntimeError(f"exited with {started_.process.returncode}:\n{started_.text()}")
         time.sleep(0.1)
     raise RuntimeError(f"{marker!r} not printed within {timeout:.0f} s:\n{started_.text()}")
+
+
+def wait_until(
+    condition: Callable[[], bool], process: Started, what: str, timeout: float = 60
+) -> None:
+    """Wait until ``condition()`` holds; raise, naming ``what``, if the process exits first
+    or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.process.poll() is not None:
+            raise RuntimeError(f"{what}: the process exited:\n{process.text()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not done within {timeout:.0f} s:\n{process.text()}")
+        time.sleep(0.1)
 
 
 def descendants(pid: int) -> list[int]:

@@ -20,7 +20,6 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import psycopg
 import redis
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
-from _processes import Memory, Started, memory_of, started, wait_for_output
+from _processes import Memory, Started, memory_of, started, wait_for_output, wait_until
 from _results import Figure, at_most, safe_ratio, write_figures
 from asanoha import App, SessionUser, Settings
 from asanoha.handlers.demo.features import notes
@@ -180,18 +179,6 @@ def count_rows(app: App, table: str) -> int:
     with psycopg.connect(conninfo(app.settings.database_url)) as conn:
         found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(found[0]) if found else 0
-
-
-def wait_until(
-    condition: Callable[[], bool], process: Started, what: str, timeout: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.process.poll() is not None:
-            raise RuntimeError(f"{what}: the process exited:\n{process.text()}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not done within {timeout:.0f} s:\n{process.text()}")
-        time.sleep(0.1)
 
 
 def wait_until_answers(process: Started, health_url: str, timeout: float = 60) -> None:

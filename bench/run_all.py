@@ -51,6 +51,7 @@ BENCHMARKS = (
     Benchmark("http_write.py", quick=("--seconds", "1", "--rounds", "1")),
     Benchmark("scale.py", quick=("--quick",)),
     Benchmark("memory.py", quick=("--jobs", "10", "--settle", "0.5")),
+    Benchmark("worker_throughput.py", quick=("--jobs", "200", "--repeat", "1")),
     Benchmark("job_throughput.py", quick=("--jobs", "200", "--rounds", "5", "--repeat", "1")),
     Benchmark(
         "consumer_catchup.py", quick=("--events", "20000", "--seconds", "1", "--rounds", "1")
