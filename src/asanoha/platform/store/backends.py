@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sqlalchemy import (
@@ -69,15 +70,7 @@ class PostgresBackend:
         # ON CONFLICT DO NOTHING waits for a concurrent inserter of the same key and then
         # yields nothing: exactly one writer of a stream version wins, and the loser's
         # transaction stays usable (no aborted-transaction state to roll back).
-        return execute_insert(
-            conn,
-            table,
-            row,
-            kind="unless_exists",
-            build=lambda: (
-                postgresql.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
-            ),
-        )
+        return _insert_unless_exists(conn, table, row, postgresql.insert)
 
     def start_read_only(self, conn: Connection) -> None:
         # The first statement begins the transaction; SET TRANSACTION must be that statement.
@@ -165,15 +158,7 @@ class SqliteBackend:
         return engine
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
-        return execute_insert(
-            conn,
-            table,
-            row,
-            kind="unless_exists",
-            build=lambda: (
-                sqlite.insert(table).on_conflict_do_nothing().returning(*table.primary_key)
-            ),
-        )
+        return _insert_unless_exists(conn, table, row, sqlite.insert)
 
     def after_create(self, conn: Connection) -> None:
         return None
@@ -189,6 +174,20 @@ class SqliteBackend:
     def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
         # Decimals are stored as text (exact); as text, "10" sorts before "9".
         return cast(expression, Float) if kind == "decimal" else expression
+
+
+def _insert_unless_exists(
+    conn: Connection, table: Table, row: dict[str, Any], insert: Callable[[Table], Any]
+) -> Any:
+    """``row`` inserted with the dialect's ``ON CONFLICT DO NOTHING RETURNING`` key (compiled
+    once per table): its key, or nothing when the key exists."""
+    return execute_insert(
+        conn,
+        table,
+        row,
+        kind="unless_exists",
+        build=lambda: insert(table).on_conflict_do_nothing().returning(*table.primary_key),
+    )
 
 
 def backend_for(url: URL) -> Backend:
