@@ -67,6 +67,7 @@ class CeleryJobs:
             self.app.database.forget_inherited_connections, weak=True
         )
         signals.worker_process_init.connect(self.rows.forget_inherited_connections, weak=True)
+        signals.worker_process_init.connect(self.relay.forget_inherited_connections, weak=True)
         signals.worker_before_create_process.connect(freeze_before_fork, weak=False)
         signals.worker_ready.connect(self._on_worker_ready, weak=True)
         signals.worker_shutdown.connect(self._on_worker_shutdown, weak=True)

@@ -3,13 +3,17 @@ job rows (publishes that failed after commit, retries held in the database) and 
 attempts whose end was lost (see ``recover_lost_attempts``).
 
 Rows are taken ``FOR UPDATE SKIP LOCKED``, so the workers of a fleet share the work. The
-loop's database connection is opened per pass and closed after it: the main process forks
-the pool's processes, and a connection it held would be shared with them.
+loop keeps one connection of its own from pass to pass (checked before use): a connection per
+pass would cost the database a new session every second on every worker. Pool processes
+forked while it is open inherit its socket but never use it (the loop's thread does not run
+in them, and they drop it at start), and psycopg leaves a connection alone in a process
+other than the one that opened it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -47,6 +51,8 @@ class RelayLoop:
         self._lost_after = lost_after
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._database: Database | None = None
+        self._database_pid = 0
 
     def start(self) -> None:
         """Start the loop (once)."""
@@ -57,32 +63,47 @@ class RelayLoop:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the loop and wait for its pass to end."""
+        """Stop the loop, wait for its pass to end, and close its connection."""
         self._stopping.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=30)
+        database, self._database = self._database, None
+        if database is not None and self._database_pid == os.getpid():
+            database.dispose()
+
+    def forget_inherited_connections(self, **_: object) -> None:
+        """In a forked pool process: drop the parent's connection unclosed (a receiver of
+        Celery's ``worker_process_init``)."""
+        database, self._database = self._database, None
+        if database is not None:
+            database.forget_inherited_connections()
 
     def relay_once(self) -> int:
         """One pass: end lost attempts, publish every due row; return how many were sent."""
-        database = Database(self._database_url, pool_size=1)
-        try:
-            recover_lost_attempts(database, self._tables, self._retries_of, self._lost_after)
-            sent = 0
-            while not self._stopping.is_set():
-                batch = relay_outbox(
-                    database,
-                    self._tables,
-                    self._publisher,
-                    limit=BATCH,
-                    republish_after=self._lost_after,
-                )
-                sent += batch
-                if batch < BATCH:
-                    return sent
-            return sent
-        finally:
-            database.dispose()
+        database = self._own_database()
+        recover_lost_attempts(database, self._tables, self._retries_of, self._lost_after)
+        sent = 0
+        while not self._stopping.is_set():
+            batch = relay_outbox(
+                database,
+                self._tables,
+                self._publisher,
+                limit=BATCH,
+                republish_after=self._lost_after,
+            )
+            sent += batch
+            if batch < BATCH:
+                return sent
+        return sent
+
+    def _own_database(self) -> Database:
+        if self._database is None or self._database_pid != os.getpid():
+            # Pre-ping: a connection that died while idle (database restarted) is replaced
+            # before the pass, not reported as a failed pass.
+            self._database = Database(self._database_url, pool_size=1, pre_ping=True)
+            self._database_pid = os.getpid()
+        return self._database
 
     def _loop(self) -> None:
         while not self._stopping.wait(self._interval):

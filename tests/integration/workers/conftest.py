@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from asanoha.platform.model import Feature
 
@@ -60,3 +61,24 @@ def job_rows(stack: Any, job_qn: str | None = None) -> list[Any]:
         query = query.where(outbox.c.job_qn == job_qn)
     with stack.db.connect() as conn:
         return list(conn.execute(query).all())
+
+
+def database_backends(stack: Any) -> set[int]:
+    """Server processes connected to the stack's database, but the asking one."""
+    with stack.db.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = :name AND pid <> pg_backend_pid()"
+            ),
+            {"name": stack.database_name},
+        )
+        return {pid for (pid,) in found}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait for ``condition`` (a closed connection's server process leaves
+    ``pg_stat_activity`` a moment after the close)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)

@@ -6,7 +6,6 @@ row is left running without a message that comes back, and each attempt is recor
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from asanoha.platform.model import Backoff, Feature, SessionUser
 from asanoha.platform.service import OutboxMessage
 from asanoha.workers.job_rows import AttemptEnd, Claim, JobRowsUnavailable, job_rows_for
 from asanoha.workers.job_rows_postgres import PostgresJobRows
-from tests.integration.workers.conftest import job_rows, job_runs
+from tests.integration.workers.conftest import database_backends, job_rows, job_runs, wait_until
 
 
 def _feature(seen: list[Any]) -> Feature:
@@ -247,7 +246,7 @@ def test_each_thread_keeps_one_claim_connection_and_close_releases_them(asanoha_
     and ``close()`` closes the ones threads still hold."""
     stack = asanoha_stack(features=[_feature([])])
     rows = _rows_of(stack)
-    before = _backends(stack)
+    before = database_backends(stack)
     used: dict[str, set[int]] = {}
     real = rows._with_cursor
 
@@ -273,7 +272,7 @@ def test_each_thread_keeps_one_claim_connection_and_close_releases_them(asanoha_
     claims()
     assert sorted(len(pids) for pids in used.values()) == [1, 1, 1, 1]
     held = set().union(*used.values())
-    assert _backends(stack) - before == held
+    assert database_backends(stack) - before == held
     # Killed under its holder, as in a database restart: the first claim fails on it and
     # runs again on a new connection, which the thread keeps.
     (own,) = used.pop(threading.current_thread().name)
@@ -282,30 +281,10 @@ def test_each_thread_keeps_one_claim_connection_and_close_releases_them(asanoha_
     claims()
     assert len(used[threading.current_thread().name] - {own}) == 1
     rows.close()
-    _wait_until(lambda: _backends(stack) == before)
+    wait_until(lambda: database_backends(stack) == before)
 
 
 def _rows_of(stack: Any) -> PostgresJobRows:
     rows = job_rows_for(stack.db, stack.tables)
     assert isinstance(rows, PostgresJobRows)
     return rows
-
-
-def _backends(stack: Any) -> set[int]:
-    """Server processes connected to the stack's database, but the asking one."""
-    with stack.db.engine.connect() as conn:
-        found = conn.execute(
-            text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = :name AND pid <> pg_backend_pid()"
-            ),
-            {"name": stack.database_name},
-        )
-        return {pid for (pid,) in found}
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    # A closed connection's server process leaves pg_stat_activity a moment later.
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)

@@ -9,6 +9,7 @@ from typing import Any
 from celery import signals
 
 from asanoha.platform.model import Feature
+from tests.integration.workers.conftest import database_backends, wait_until
 
 feature = Feature("prefork")
 
@@ -44,3 +45,27 @@ def test_the_parent_freezes_its_objects_before_forking_a_pool_child(
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_the_relay_keeps_one_connection_across_passes_and_a_pool_child_drops_it(
+    asanoha_stack: Callable[..., Any],
+) -> None:
+    """A connection per pass would open a database session every second on every worker;
+    the one the relay keeps is inherited by a pool child unclosed, and closed at stop."""
+    stack = asanoha_stack(features=[feature])
+    relay = stack.app.celery_jobs.relay
+    before = database_backends(stack)
+    relay.relay_once()
+    kept = database_backends(stack) - before
+    assert len(kept) == 1
+    relay.relay_once()
+    relay.relay_once()
+    assert database_backends(stack) - before == kept
+    signals.worker_process_init.send(sender="test")
+    # Dropped, not closed: the session is the parent's.
+    inherited = database_backends(stack)
+    assert kept <= inherited
+    relay.relay_once()
+    (own,) = database_backends(stack) - inherited
+    relay.stop()
+    wait_until(lambda: own not in database_backends(stack))
