@@ -42,4 +42,18 @@ def test_every_command_has_help_text(path: tuple[str, ...]) -> None:
 
 def test_the_command_list_names_the_operations_commands() -> None:
     names = {path[0] for path in command_paths(ROOT)}
-    assert {"demo", "serve", "worker", "migrate", "token", "explain", "tools"} <= names
+    assert {
+        "demo",
+        "serve",
+        "worker",
+        "beat",
+        "flower",
+        "celery",
+        "migrate",
+        "token",
+        "explain",
+        "tools",
+        "consumers",
+        "jobs",
+        "mcp",
+    } <= names
