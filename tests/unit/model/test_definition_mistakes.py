@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from asanoha import Access, Agent, Entity, Feature, fields
+from asanoha import Access, Agent, Entity, Feature, Registry, fields
 from asanoha.platform.errors import ConflictError, DefinitionError, NotFoundError, render
 
 ADMIN = Access(roles=["Admin"])
@@ -59,3 +59,40 @@ def test_placeholders_are_filled_by_name_only() -> None:
         "entity_not_found", {"entity": "f:note", "id": "{id.__class__}"}, "developer", "en"
     )
     assert text == "No f:note with id {id.__class__} exists in this tenant."
+
+
+def test_declaring_on_a_feature_after_an_app_was_built_from_it_fails():
+    feature = Feature("late")
+
+    @feature.job("early", manual=True)
+    def early(payload, ctx):
+        return None
+
+    Registry([feature])
+    with pytest.raises(
+        DefinitionError, match=r"feature 'late': job 'late:job:notify' is declared after"
+    ):
+
+        @feature.job("notify", manual=True)
+        def notify(payload, ctx):
+            return None
+
+    with pytest.raises(DefinitionError, match=r"feature 'late': consumer 'late:consumer:mailer'"):
+        feature.consumer("mailer", on=["late:event:sent"])
+    with pytest.raises(DefinitionError, match=r"feature 'late': event 'late:event:sent'"):
+        feature.event("sent")
+    with pytest.raises(DefinitionError, match=r"feature 'late': handler 'late:write:go'"):
+        feature.write_handler("go", access=Access(roles=["Admin"]))
+    with pytest.raises(DefinitionError, match=r"feature 'late': entity 'note'"):
+        feature.crud("note", Entity(table="late_notes", fields={}))
+    # Nothing was added behind the registry's back.
+    assert [job.qn for job in feature.jobs] == ["late:job:early"]
+    assert feature.consumers == [] and feature.handlers == []
+
+
+def test_a_registry_that_refuses_its_features_leaves_them_open():
+    feature = Feature("dup")
+    Feature("dup")
+    with pytest.raises(DefinitionError, match="registered twice"):
+        Registry([feature, Feature("dup")])
+    feature.event("still-open")

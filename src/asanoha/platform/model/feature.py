@@ -46,9 +46,24 @@ class Feature:
         self.consumers: list[ConsumerDef] = []
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
         self.post_save_hooks: dict[str, list[PostSaveHook]] = {}
+        #: Set once a ``Registry`` has read the feature: later declarations would never run.
+        self._read_by_registry = False
 
     def __repr__(self) -> str:
         return f"Feature({self.name!r})"
+
+    def freeze(self) -> None:
+        """Refuse further declarations: a registry (an ``App``) has read this feature and
+        would never see them."""
+        self._read_by_registry = True
+
+    def _check_open(self, declaration: str) -> None:
+        if self._read_by_registry:
+            raise DefinitionError(
+                f"feature {self.name!r}: {declaration} is declared after an App (a Registry) "
+                "was built from the feature, which would never run it; declare everything "
+                "before building the App (move 'app = App(...)' below the declarations)"
+            )
 
     # -- entities ---------------------------------------------------------------------------
 
@@ -61,6 +76,7 @@ class Feature:
     ) -> EntityDef:
         """Register ``entity`` under ``name`` (and its standard events) without handlers."""
         kebab = check_segment(to_kebab(name), f"entity name in feature {self.name!r}")
+        self._check_open(f"entity {kebab!r}")
         if kebab in self.entities:
             raise DefinitionError(f"feature {self.name!r} registers entity {kebab!r} twice")
         entity_def = EntityDef(
@@ -105,7 +121,10 @@ class Feature:
     def pre_save(self, entity_name: str) -> Callable[[PreSaveHook], PreSaveHook]:
         """Decorate ``hook(changes, previous, is_new) -> changes``, run before every save."""
 
+        self._check_open(f"a pre_save hook of {entity_name!r}")
+
         def register(hook: PreSaveHook) -> PreSaveHook:
+            self._check_open(f"a pre_save hook of {entity_name!r}")
             self.pre_save_hooks.setdefault(to_kebab(entity_name), []).append(hook)
             return hook
 
@@ -114,7 +133,10 @@ class Feature:
     def post_save(self, entity_name: str) -> Callable[[PostSaveHook], PostSaveHook]:
         """Decorate ``hook(row, ctx)``, run after every save inside the write transaction."""
 
+        self._check_open(f"a post_save hook of {entity_name!r}")
+
         def register(hook: PostSaveHook) -> PostSaveHook:
+            self._check_open(f"a post_save hook of {entity_name!r}")
             self.post_save_hooks.setdefault(to_kebab(entity_name), []).append(hook)
             return hook
 
@@ -176,9 +198,11 @@ class Feature:
         system_identity: str | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
+        self._check_open(f"handler {qn!r}")
         checked = check_access(access, qn)
 
         def register(func: F) -> F:
+            self._check_open(f"handler {qn!r}")
             self.handlers.append(
                 HandlerDef(
                     qn=qn,
@@ -206,9 +230,9 @@ class Feature:
         pii: Literal["none", "contains"] = "none",
     ) -> EventDef:
         """Declare a domain event ``<feature>:event:<name>`` with its payload model."""
-        event_def = EventDef(
-            qn=make_qn(self.name, "event", name), feature=self.name, model=model, pii=pii
-        )
+        qn = make_qn(self.name, "event", name)
+        self._check_open(f"event {qn!r}")
+        event_def = EventDef(qn=qn, feature=self.name, model=model, pii=pii)
         self.events.append(event_def)
         return event_def
 
@@ -234,6 +258,7 @@ class Feature:
         (validation, access, not found), which would fail the same way again.
         """
         qn = make_qn(self.name, "job", name)
+        self._check_open(f"job {qn!r}")
         if on is None and cron is None and not manual:
             raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -259,6 +284,7 @@ class Feature:
                     f"{qn}: jobs run in Celery worker threads and processes, not an event loop; "
                     "define the job with def, not async def"
                 )
+            self._check_open(f"job {qn!r}")
             self.jobs.append(
                 JobDef(
                     qn=qn,
@@ -295,6 +321,7 @@ class Feature:
         the consumer is dead there until restarted or told to skip it. ``start="now"`` makes a
         new consumer begin at the newest event instead of the first."""
         qn = make_qn(self.name, "consumer", name)
+        self._check_open(f"consumer {qn!r}")
         event_types = tuple(on)
         if not event_types:
             raise DefinitionError(f"{qn}: on=[...] must name at least one event type")
@@ -313,6 +340,7 @@ class Feature:
                     f"{qn}: consumers run inside the pass's database transaction; "
                     "define the handler with def, not async def"
                 )
+            self._check_open(f"consumer {qn!r}")
             self.consumers.append(
                 ConsumerDef(
                     qn=qn,

@@ -45,6 +45,8 @@ class Registry:
             self._collect(feature)
         self._check_tables()
         self._check_triggers()
+        for feature in self.features:
+            feature.freeze()
         self._by_trigger: dict[str, tuple[JobDef, ...]] = {}
         for job in self._jobs.values():
             if job.on is not None:
