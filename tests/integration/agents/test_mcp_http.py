@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
+from asanoha import Access, Entity, Feature, fields
 from asanoha.platform.http import issue_token
 from asanoha.platform.model import SessionUser
 from asanoha.testing import Stack, TestUsers
@@ -18,6 +22,22 @@ from asanoha.testing.plugin import StackFactory
 from asanoha.testing.serving import serve_in_thread
 from tests.integration.agents.features import ASSISTANT, assist
 from tests.integration.agents.scenario import run_scenario
+
+jot = Entity(
+    table="mcp_jots",
+    fields={
+        "text": fields.long_text(personal=False, reason="fixture"),
+        "data": fields.json(),
+    },
+)
+jots = Feature("jots")
+jots.crud(
+    "jot",
+    jot,
+    write=Access(roles=["Admin"]),
+    read=Access(roles=["Admin"]),
+    descriptions={"create": "Jot something down."},
+)
 
 
 @pytest.fixture
@@ -67,3 +87,123 @@ def test_mcp_endpoint_refuses_a_request_without_a_token(stack: Stack) -> None:
         )
     assert response.status_code == 401
     assert response.json()["error"]["reason"] == "token_missing"
+
+
+class RawMcp:
+    """An MCP session spoken as plain JSON-RPC over HTTP, to send what the SDK's client
+    would not (an over-sized or too deep call, another caller's session id)."""
+
+    def __init__(self, url: str, stack: Stack) -> None:
+        self.url = url
+        self.stack = stack
+        self.session_id: str | None = None
+
+    def headers(self, user: SessionUser) -> dict[str, str]:
+        found = {
+            "Authorization": f"Bearer {issue_token(self.stack.app.settings, user)}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
+        if self.session_id is not None:
+            found["mcp-session-id"] = self.session_id
+            found["mcp-protocol-version"] = LATEST_HANDSHAKE_VERSION
+        return found
+
+    def post(self, user: SessionUser, body: bytes | dict[str, Any]) -> httpx2.Response:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return httpx2.post(self.url, content=content, headers=self.headers(user), timeout=30)
+
+    def open(self, user: SessionUser) -> None:
+        """initialize + initialized: a session of ``user``."""
+        response = self.post(
+            user,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": LATEST_HANDSHAKE_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            },
+        )
+        assert response.status_code == 200, response.text
+        self.session_id = response.headers["mcp-session-id"]
+        done = self.post(user, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert done.status_code == 202, done.text
+
+    def list_tools(self, user: SessionUser) -> httpx2.Response:
+        return self.post(user, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+
+
+def call_body(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+
+
+def nested(depth: int) -> Any:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def jot_count(stack: Stack) -> int:
+    return stack.row_counts()["jots:jot"]
+
+
+def test_an_over_sized_tool_call_is_refused_before_anything_runs(
+    asanoha_stack: StackFactory,
+) -> None:
+    stack = asanoha_stack(features=[jots], settings={"max_body_bytes": 4096})
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        raw = RawMcp(f"{base_url}/mcp", stack)
+        raw.open(TestUsers.admin)
+        small = raw.post(TestUsers.admin, call_body("jots:write:jot:create", {"text": "ok"}))
+        assert small.status_code == 200, small.text
+        big = call_body("jots:write:jot:create", {"text": "x" * 5000})
+        with stack.nothing_written():
+            response = raw.post(TestUsers.admin, big)
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert (error["code"], error["reason"]) == ("payload_too_large", "payload_too_large")
+    assert error["details"]["limit"] == 4096
+    assert jot_count(stack) == 1
+
+
+def test_a_too_deep_tool_call_is_refused_before_anything_runs(
+    asanoha_stack: StackFactory,
+) -> None:
+    stack = asanoha_stack(features=[jots])
+    depth = stack.app.settings.max_json_depth
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        raw = RawMcp(f"{base_url}/mcp", stack)
+        raw.open(TestUsers.admin)
+        deep = call_body("jots:write:jot:create", {"text": "deep", "data": nested(depth)})
+        with stack.nothing_written():
+            response = raw.post(TestUsers.admin, deep)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["reason"]) == ("validation_error", "json_too_deep")
+    assert error["details"]["max_depth"] == depth
+    assert jot_count(stack) == 0
+
+
+def test_a_session_answers_only_the_principal_that_opened_it(stack: Stack) -> None:
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        raw = RawMcp(f"{base_url}/mcp", stack)
+        raw.open(ASSISTANT)
+        assert raw.list_tools(ASSISTANT).status_code == 200
+        for stranger in (TestUsers.other_tenant, TestUsers.admin):
+            assert raw.list_tools(stranger).status_code == 404
+            deleted = httpx2.delete(raw.url, headers=raw.headers(stranger), timeout=30)
+            assert deleted.status_code == 404
+        # A fresh token of the same principal (its agent run aside) keeps the session.
+        again = raw.list_tools(ASSISTANT.as_agent("run-2"))
+        assert again.status_code == 200
+        assert "assist:query:prompt:list" in again.text
