@@ -98,3 +98,40 @@ def test_standard_update_and_delete_are_idempotent_create_is_not() -> None:
     assert hints["f:write:note:delete"].annotations("t")["idempotentHint"] is True
     assert "idempotentHint" not in hints["f:write:note:create"].annotations("t")
     assert hints["f:write:note:create"].annotations("t")["destructiveHint"] is False
+
+
+class Moves(BaseModel):
+    source: str
+    target: str
+
+
+def test_targets_name_payload_fields_of_a_write() -> None:
+    feature = Feature("f")
+
+    @feature.write_handler(
+        "move", access=ADMIN, agent=Agent(risk="high", targets=["source", "target"])
+    )
+    def move(payload: Moves, ctx: Any) -> None:
+        return None
+
+    (handler,) = feature.handlers
+    assert handler.agent is not None
+    assert handler.agent.target_fields == ("source", "target")
+    assert Agent().target_fields == ("id",)
+    assert Agent(targets="source").target_fields == ("source",)
+
+
+def test_targets_naming_no_payload_field_are_refused_naming_the_handler() -> None:
+    feature = Feature("f")
+    with pytest.raises(
+        DefinitionError, match=r"f:write:move declares Agent\(targets=.*no field id"
+    ):
+
+        @feature.write_handler("move", access=ADMIN, agent=Agent(risk="high", targets=["id"]))
+        def move(payload: Moves, ctx: Any) -> None:
+            return None
+
+
+def test_targets_on_a_query_are_refused() -> None:
+    with pytest.raises(DefinitionError, match=r"f:query:look declares Agent\(targets=...\)"):
+        query(Feature("f"), Agent(targets=()))

@@ -19,6 +19,11 @@ class Agent:
     ``read_only``, ``destructive`` and ``idempotent`` are optional restatements of the MCP
     annotations. The annotations are always derived from the resolved risk; a restatement
     that contradicts the derivation is refused when the handler is defined.
+
+    ``targets`` names the payload fields whose values are the ids of the rows (streams) a
+    write acts on; a human's approval of an agent's call binds the version each row has when
+    the human approves, so a row changed since invalidates the token. Default: the payload's
+    ``id``; ``targets=()`` binds no row.
     """
 
     risk: Risk | None = None
@@ -26,10 +31,22 @@ class Agent:
     read_only: bool | None = None
     destructive: bool | None = None
     idempotent: bool | None = None
+    targets: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.risk is not None and self.risk not in RISK_ORDER:
             raise ValueError(f"Agent(risk={self.risk!r}): risk must be 'low', 'mid' or 'high'")
+        if self.targets is not None:
+            # One name alone is one target, as in ``except``.
+            names = (self.targets,) if isinstance(self.targets, str) else tuple(self.targets)
+            if not all(isinstance(name, str) and name for name in names):
+                raise ValueError(f"Agent(targets={self.targets!r}): targets are field names")
+            object.__setattr__(self, "targets", names)
+
+    @property
+    def target_fields(self) -> tuple[str, ...]:
+        """The payload fields naming the rows a write acts on (``id`` unless declared)."""
+        return ("id",) if self.targets is None else self.targets
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ def check_declared_hints(handler: HandlerDef) -> None:
     declared = handler.agent
     if declared is None:
         return
+    _check_targets(handler, declared.targets)
     derived = derive_tool_hints(handler)
     for hint, value, why in (
         ("read_only", declared.read_only, _why_read_only(handler, derived)),
@@ -94,6 +95,23 @@ def check_declared_hints(handler: HandlerDef) -> None:
                 f"{handler.qn} declares Agent({hint}={value!r}) but {why}. Remove the hint: "
                 "the annotations are derived from the resolved risk"
             )
+
+
+def _check_targets(handler: HandlerDef, targets: tuple[str, ...] | None) -> None:
+    if targets is None:
+        return
+    if handler.kind != "write":
+        raise DefinitionError(
+            f"{handler.qn} declares Agent(targets=...) but it is a query: only a write's "
+            "approval binds the rows it acts on. Remove targets="
+        )
+    unknown = sorted(set(targets) - set(handler.payload_model.model_fields))
+    if unknown:
+        raise DefinitionError(
+            f"{handler.qn} declares Agent(targets={list(targets)!r}) but its payload model "
+            f"{handler.payload_model.__name__} has no field {', '.join(unknown)}; name the "
+            "payload fields that hold the ids of the rows it acts on"
+        )
 
 
 def _why_read_only(handler: HandlerDef, derived: ToolHints) -> str:

@@ -1,12 +1,13 @@
 """Approval tokens: a human's consent to exactly one high-risk call by an agent principal.
 
 A token is ``<approval id>.<expiry>.<mac>``; the mac is an HMAC over the handler QN, the
-tenant, the calling principal, the canonical JSON of the validated payload, the target row id
-and version (where the payload names a row) and the expiry. At the call the server recomputes
-it from what is actually being called, so editing any argument, calling another handler,
-another row version or as another principal invalidates the token. Its row records who
-approved, through which channel, for which agent run and tool call, and the first use: a
-replay answers 409.
+tenant, the calling principal, the canonical JSON of the validated payload, the id and
+version of every row the payload names (its ``id``, or the fields ``Agent(targets=...)``
+declares, for any handler, standard or custom) and the expiry. At the call the server
+recomputes it from what is actually being called, so editing any argument, calling another
+handler, a row changed since the approval or another principal invalidates the token. Its
+row records who approved, through which channel, for which agent run and tool call, and the
+first use: a replay answers 409. The approver is never the principal the call is for.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from asanoha.platform.errors import (
     Reasons,
     UnprocessableError,
 )
-from asanoha.platform.model import HandlerDef, Registry, SessionUser, instruction_fields
+from asanoha.platform.model import Agent, HandlerDef, Registry, SessionUser, instruction_fields
 from asanoha.platform.model.agent_hints import derive_tool_hints
 from asanoha.platform.service.validation import validate_payload
-from asanoha.platform.store import Tables
+from asanoha.platform.store import Tables, stream_version
+from asanoha.platform.store.projections import lock_entity_row, stream_entity
 
 #: Longest lifetime of an approval token, in seconds.
 MAX_APPROVAL_TTL = 3600
@@ -51,12 +53,21 @@ def payload_digest(model: pydantic.BaseModel) -> str:
     return hashlib.sha256(canonical_json(model.model_dump(mode="json")).encode()).hexdigest()
 
 
+#: The width of a stream id: a longer value cannot name a row.
+MAX_STREAM_ID_LENGTH = 64
+
+
 @dataclass(frozen=True)
 class Target:
-    """The row a call acts on, where its payload names one: id and current version."""
+    """A row a call acts on, named by its payload: its id and its stream's current version
+    (0: no such row yet)."""
 
     id: str | None = None
     version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON for details and the mac."""
+        return {"id": self.id, "version": self.version}
 
 
 @dataclass(frozen=True)
@@ -82,16 +93,23 @@ class CallDescription:
     tenant_id: str
     payload: dict[str, Any]
     payload_digest: str
-    target: Target
+    #: Every row the payload names, in the order of the target fields.
+    targets: tuple[Target, ...]
     changes: tuple[FieldChange, ...]
+
+    @property
+    def target(self) -> Target:
+        """The first row the call acts on (``Target()``: it names none, a create)."""
+        return self.targets[0] if self.targets else Target()
 
     @property
     def summary(self) -> str:
         """A human-readable sentence per change: handler, row, old and new instruction text."""
-        row = f" row {self.target.id}" if self.target.id else ""
-        version = f" (version {self.target.version})" if self.target.version else ""
-        lines = [f"{self.principal} (agent) calls {self.handler.qn} on{row or ' a new row'}"]
-        lines[0] += f"{version}."
+        rows = ", ".join(
+            f"row {target.id}" + (f" (version {target.version})" if target.version else "")
+            for target in self.targets
+        )
+        lines = [f"{self.principal} (agent) calls {self.handler.qn} on {rows or 'a new row'}."]
         if self.handler.description:
             lines.append(self.handler.description)
         for change in self.changes:
@@ -111,7 +129,8 @@ class CallDescription:
             "payload_digest": self.payload_digest,
             "summary": self.summary,
             "changes": [change.to_json() for change in self.changes],
-            "target": {"id": self.target.id, "version": self.target.version},
+            "target": self.target.to_json(),
+            "targets": [target.to_json() for target in self.targets],
             "approve_with": "agent:write:approve",
         }
 
@@ -133,8 +152,7 @@ class ApprovalSigner:
                 "tenant": call.tenant_id,
                 "principal": call.principal,
                 "payload": call.payload_digest,
-                "target_id": call.target.id,
-                "target_version": call.target.version,
+                "targets": [target.to_json() for target in call.targets],
                 "expires": expires,
             }
         )
@@ -180,49 +198,78 @@ def describe_call(
 ) -> CallDescription:
     """What ``user`` calling ``handler`` with ``model`` would do, for a human to approve.
 
-    A standard create or update shows the old and new text of each instruction field it
-    carries (old read from the row); a custom handler shows the payload.
+    Every row the payload names (see ``named_rows``) is bound at its stream's current
+    version, whatever kind of handler names it: the row is what the approval protects. A
+    standard create or update also shows the old and new text of each instruction field it
+    carries; a custom handler shows the payload.
     """
     payload = model.model_dump(mode="json")
-    raw_id = payload.get("id")
-    row: dict[str, Any] | None = None
-    entity_key = f"{handler.feature}:{handler.crud.entity}" if handler.crud else None
-    if raw_id is not None and entity_key is not None:
-        table = tables.entity(entity_key)
-        found = (
-            conn.execute(
-                select(table).where(
-                    table.c.id == uuid.UUID(str(raw_id)), table.c.tenant_id == user.tenant_id
-                )
-            )
-            .mappings()
-            .first()
-        )
-        row = dict(found) if found is not None else None
-    if row is not None:
-        target = Target(str(raw_id), int(row["version"]))
-    elif raw_id is not None:
-        version = payload.get("version")
-        target = Target(str(raw_id), version if isinstance(version, int) else None)
-    else:
-        target = Target()
+    targets = tuple(
+        bind_row(conn, registry, tables, user.tenant_id, row_id)
+        for row_id in named_rows(handler, payload)
+    )
     changes: list[FieldChange] = []
-    if entity_key is not None and handler.crud and handler.crud.verb in ("create", "update"):
-        entity_def = registry.entity(entity_key)
+    if handler.crud and handler.crud.verb in ("create", "update"):
+        entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
+        row = _read_row(conn, tables, entity_def.key, user.tenant_id, payload.get("id"))
         written = payload.get("changes", {}) if handler.crud.verb == "update" else payload
         flagged = instruction_fields(entity_def.entity)
         for name in sorted(flagged & set(written or {})):
             old = row.get(name) if row is not None else None
-            changes.append(FieldChange(entity_key, name, old, written[name]))
+            changes.append(FieldChange(entity_def.key, name, old, written[name]))
     return CallDescription(
         handler=handler,
         principal=user.id,
         tenant_id=user.tenant_id,
         payload=payload,
         payload_digest=payload_digest(model),
-        target=target,
+        targets=targets,
         changes=tuple(changes),
     )
+
+
+def named_rows(handler: HandlerDef, payload: dict[str, Any]) -> list[str]:
+    """The ids of the rows ``payload`` names: the values of the handler's target fields
+    (``Agent(targets=...)``, else ``id``), a string or a list of them each, first seen first."""
+    fields = (handler.agent or Agent()).target_fields
+    found: list[str] = []
+    for name in fields:
+        value = payload.get(name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str | int) and not isinstance(item, bool):
+                row_id = str(item)
+                if 0 < len(row_id) <= MAX_STREAM_ID_LENGTH and row_id not in found:
+                    found.append(row_id)
+    return found
+
+
+def bind_row(
+    conn: Connection, registry: Registry, tables: Tables, tenant_id: str, row_id: str
+) -> Target:
+    """``row_id`` at its current version; an entity row is locked until the transaction
+    ends, so at the call nobody changes it between this check and the handler's write."""
+    entity_def = stream_entity(conn, tables, registry, tenant_id, row_id)
+    locked = lock_entity_row(conn, tables, entity_def, tenant_id, row_id) if entity_def else None
+    version = locked if locked is not None else stream_version(conn, tables, tenant_id, row_id)
+    return Target(row_id, version)
+
+
+def _read_row(
+    conn: Connection, tables: Tables, entity: str, tenant_id: str, raw_id: Any
+) -> dict[str, Any] | None:
+    if raw_id is None:
+        return None
+    try:
+        row_id = uuid.UUID(str(raw_id))
+    except ValueError:
+        return None
+    table = tables.entity(entity)
+    found = (
+        conn.execute(select(table).where(table.c.id == row_id, table.c.tenant_id == tenant_id))
+        .mappings()
+        .first()
+    )
+    return dict(found) if found is not None else None
 
 
 def require_approval(
@@ -255,12 +302,19 @@ def require_approval(
     # Read (and lock) before writing, so a replay is refused without sending any write; a
     # concurrent use of the same token waits here and then sees it used.
     recorded = conn.execute(
-        select(approvals.c.used_at)
+        select(approvals.c.used_at, approvals.c.approved_by)
         .where(approvals.c.id == approval_id, approvals.c.tenant_id == user.tenant_id)
         .with_for_update()
     ).first()
     if recorded is None:
         raise AccessDeniedError(Reasons.AGENT_APPROVAL_INVALID, handler=handler.qn)
+    if recorded.approved_by == user.id:
+        raise AccessDeniedError(
+            Reasons.AGENT_APPROVER_IS_AGENT,
+            handler=handler.qn,
+            agent=user.agent,
+            principal=user.id,
+        )
     if recorded.used_at is not None:
         raise ConflictError(
             Reasons.AGENT_APPROVAL_USED, handler=handler.qn, approval_id=str(approval_id)
@@ -304,9 +358,14 @@ def mint_approval(
     if handler is None or handler.kind != "write":
         raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=asked.handler)
     hints = derive_tool_hints(handler)
-    if approver.is_agent:
+    # An agent principal never approves, and nobody approves a call made as themselves:
+    # a token without an ``agent`` claim for the agent's own principal is still the agent.
+    if approver.is_agent or approver.id == asked.principal:
         raise AccessDeniedError(
-            Reasons.AGENT_APPROVER_IS_AGENT, handler=handler.qn, agent=approver.agent
+            Reasons.AGENT_APPROVER_IS_AGENT,
+            handler=handler.qn,
+            agent=approver.agent,
+            principal=asked.principal,
         )
     if asked.always and hints.approval_required:
         raise AccessDeniedError(
