@@ -17,11 +17,12 @@ from mcp.server.lowlevel import Server
 
 from asanoha.agents.mcp_callers import McpCallers
 from asanoha.agents.mcp_results import error_result, success_result
-from asanoha.agents.trust import label_query_result
+from asanoha.agents.trust import label_result
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import AgentTool, find_agent_tool, list_agent_tools
 from asanoha.platform.service import RequestMeta, Service
+from asanoha.platform.service.instruction_reads import InstructionReads
 
 #: Request ``_meta`` key of a tool call carrying a human's approval token.
 APPROVAL_META_KEY = "asanoha.dev/approval"
@@ -98,6 +99,9 @@ def _dispatch(
     tool_call: str | None,
 ) -> types.CallToolResult:
     meta = RequestMeta(causation_id=f"mcp:{tool_call}" if tool_call else None)
+    # Queries and writes alike hand rows to their handler; what they read or wrote of a
+    # read_as_instruction field labels the result.
+    reads = InstructionReads()
     if tool.handler.kind == "write":
         data = service.dispatch_write(
             tool.name,
@@ -105,7 +109,8 @@ def _dispatch(
             user,
             meta=meta,
             approval=token if isinstance(token, str) else None,
+            reads=reads,
         )
-        return success_result(data)
-    data = service.dispatch_query(tool.name, arguments, user, meta=meta)
-    return success_result(data, label_query_result(service, tool.handler, user, data))
+    else:
+        data = service.dispatch_query(tool.name, arguments, user, meta=meta, reads=reads)
+    return success_result(data, label_result(service, user, reads))

@@ -1,40 +1,34 @@
-"""Trust labels on query results: may an agent read these instruction fields as instructions?"""
+"""Trust labels on tool results: may an agent read this instruction text as instructions?"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from asanoha.platform.model import HandlerDef, SessionUser, instruction_fields
+from asanoha.platform.model import SessionUser
 from asanoha.platform.service import Service
+from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.provenance import trust_labels
 
 
-def label_query_result(
-    service: Service, handler: HandlerDef, user: SessionUser, data: Any
+def label_result(
+    service: Service, user: SessionUser, reads: InstructionReads
 ) -> dict[str, Any] | None:
-    """The ``_meta`` trust entry of a query result, or ``None`` when it holds no instructions.
+    """The ``_meta`` trust entry of a tool result, or ``None`` when the call handed no
+    instruction text to its handler.
 
-    A standard list or detail gets a label per row and flagged field from the provenance
-    records, and ``trust`` for the whole result (trusted only if every label is). A custom
-    query of a feature with flagged fields cannot be traced to rows: it is untrusted.
+    ``reads`` holds the flagged fields of every row the call read or wrote, whatever
+    feature's query or write handed them out. Each row and field gets its label from the
+    provenance records (``rows``); ``trust`` is the whole result's: trusted only if every
+    label is, so a harness that looks no further treats mixed text as data.
     """
-    registry = service.registry
-    if handler.crud is None:
-        flagged = any(
-            instruction_fields(entity_def.entity)
-            for entity_def in registry.entities
-            if entity_def.feature == handler.feature
-        )
-        if not flagged:
-            return None
-        return {"trust": "untrusted", "why": "a custom query: provenance cannot be traced"}
-    entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
-    if not instruction_fields(entity_def.entity):
+    if not reads.rows:
         return None
-    rows = data.get("rows", []) if handler.crud.verb == "list" else [data]
-    ids = [str(row["id"]) for row in rows if isinstance(row, dict) and "id" in row]
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
     with service.database.connect() as conn:
-        labels = trust_labels(conn, service.tables, user.tenant_id, entity_def, ids)
-    every = [label["trust"] for fields in labels.values() for label in fields.values()]
-    overall = "trusted" if all(t == "trusted" for t in every) else "untrusted"
-    return {"trust": overall, "entity": entity_def.key, "rows": labels}
+        for entity, fields_by_row in sorted(reads.rows.items()):
+            found = trust_labels(conn, service.tables, user.tenant_id, entity, fields_by_row)
+            for row_id, labels in found.items():
+                rows.setdefault(row_id, {}).update(labels)
+    every = [label["trust"] for fields in rows.values() for label in fields.values()]
+    overall = "trusted" if all(trust == "trusted" for trust in every) else "untrusted"
+    return {"trust": overall, "rows": rows}

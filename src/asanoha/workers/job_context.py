@@ -10,6 +10,7 @@ from typing import Any
 
 from asanoha.platform.model import JobDef, SessionUser
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.service.request import Acting
 from asanoha.platform.store import StoredEvent, read_event
 
 
@@ -52,7 +53,8 @@ class JobMeta:
     trigger_event_id: int | None = None
     request_id: str | None = None
     correlation_id: str | None = None
-    #: The write chain the job acts for: its limits (public intake) hold in the job too.
+    #: The write chain the job acts for: its limits (public intake, the principal and the
+    #: risk of the call that began it) hold in the job too.
     origin: WriteOrigin = field(default_factory=WriteOrigin)
     #: Why the triggering write's result was not stored for the job, else ``None``.
     trigger_result_refused: str | None = None
@@ -83,7 +85,9 @@ class JobContext:
     Writes go through the service layer like any other caller: ``write`` as the tenant's
     system user (role ``system``, which reaches only handlers that list it), ``write_as`` as
     a given user. Each call outside a running write is its own top-level dispatch, so the
-    target handler becomes the entry handler.
+    target handler becomes the entry handler. Every write carries the chain's origin: in a
+    chain an agent began below ``high`` the gated operations stay refused (unless the job
+    declares ``acts_for_system``), and provenance names the agent, whoever the job writes as.
     """
 
     def __init__(
@@ -152,7 +156,12 @@ class JobContext:
     def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Run the write handler ``qn`` as ``user``."""
         return self._service.dispatch_write(
-            qn, payload, user, meta=self._request_meta(), origin=self.meta.origin
+            qn,
+            payload,
+            user,
+            meta=self._request_meta(),
+            origin=self.meta.origin,
+            acting=Acting(self.job.qn, self.job.acts_for_system),
         )
 
     def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:

@@ -36,6 +36,23 @@ def test_job_timeout_and_backoff_of_the_wrong_type_are_definition_errors() -> No
         Feature("shop").job("ship", manual=True, backoff=2)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("reason", ["", "   ", 3])
+def test_acts_for_system_without_a_reason_is_a_definition_error(reason: Any) -> None:
+    with pytest.raises(DefinitionError, match=r"shop:job:ship: acts_for_system= needs a non"):
+        Feature("shop").job("ship", manual=True, acts_for_system=reason)
+    with pytest.raises(DefinitionError, match=r"shop:consumer:mail: acts_for_system= needs a"):
+        Feature("shop").consumer("mail", on=["shop:event:sent"], acts_for_system=reason)
+
+
+def test_acts_for_system_with_a_reason_is_kept_on_the_definition() -> None:
+    feature = Feature("shop")
+    feature.job("ship", manual=True, acts_for_system="nightly cleanup")(lambda p, c: None)
+    feature.consumer("mail", on=["shop:event:sent"], acts_for_system="outbox")(lambda e, c: None)
+    assert feature.jobs[0].acts_for_system == "nightly cleanup"
+    assert feature.consumers[0].acts_for_system == "outbox"
+    assert Feature("x").job("plain", manual=True)(lambda p, c: None) is not None
+
+
 def test_the_hard_delete_floor_suggests_high_risk_or_soft_delete_not_exclusions() -> None:
     entity = Entity(table="notes", fields={"text": fields.text(personal=False, reason="fixture")})
     with pytest.raises(DefinitionError) as raised:

@@ -12,10 +12,12 @@ class RecordingService:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.origins: list[Any] = []
+        self.acting: list[Any] = []
 
-    def dispatch_write(self, qn, payload, user, *, meta=None, origin=None):
+    def dispatch_write(self, qn, payload, user, *, meta=None, origin=None, acting=None):
         self.calls.append(("write", qn, payload, user, meta))
         self.origins.append(origin)
+        self.acting.append(acting)
         return {"ok": True}
 
     def dispatch_query(self, qn, payload, user, *, meta=None):
@@ -98,3 +100,15 @@ def test_the_trigger_carries_the_write_result():
     )
     assert ctx.trigger.name == "ctx:write:thing"
     assert ctx.trigger.result == {"id": "r1"}
+
+
+def test_writes_name_the_job_and_its_acts_for_system_reason_for_the_gates():
+    feature = Feature("ctx")
+    feature.job("sweep", manual=True, acts_for_system="nightly retention")(lambda p, c: None)
+    job = Registry([feature]).job("ctx:job:sweep")
+    service = RecordingService()
+    ctx = JobContext(service, job, META, task_id="t", retries=0)
+    ctx.write("ctx:write:thing", {"a": 1})
+    (acting,) = service.acting
+    assert (acting.qn, acting.acts_for_system) == ("ctx:job:sweep", "nightly retention")
+    assert service.origins == [META.origin]

@@ -23,7 +23,8 @@ class ConsumerContext:
 
     They run as the event tenant's system user with no entry handler (so a ``write`` makes
     the target handler the entry handler, as in jobs), and carry the origin of the write
-    that appended the event. Their effects commit with the cursor's advance, or not at all:
+    that appended the event: in a chain an agent began below ``high`` the gated operations
+    stay refused unless the consumer declares ``acts_for_system``. Their effects commit with the cursor's advance, or not at all:
     a failing handler rolls back everything it did for this event (a savepoint, taken on
     the first call that touches the database, so a handler that only reads the event costs
     nothing).
@@ -91,7 +92,7 @@ class ConsumerContext:
     def request(self) -> Request:
         """The unit of work of this delivery, opened on first use."""
         if self._request is None:
-            from asanoha.platform.service.request import RequestMeta, WriteOrigin
+            from asanoha.platform.service.request import Acting, RequestMeta, WriteOrigin
 
             self._savepoint = self._conn.begin_nested()
             metadata = self.event.metadata
@@ -103,6 +104,7 @@ class ConsumerContext:
                     causation_id=f"event:{self.event.id}",
                 ),
                 conn=self._conn,
+                acting=Acting(self.consumer.qn, self.consumer.acts_for_system),
             )
             self._request = self._unit.__enter__()
         return self._request

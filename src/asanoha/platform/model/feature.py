@@ -250,15 +250,19 @@ class Feature:
         description: str | None = None,
         retry_on: Iterable[type[BaseException]] | None = None,
         no_retry_on: Iterable[type[BaseException]] = (),
+        acts_for_system: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
         ``retry_on`` limits retries to those exceptions; ``no_retry_on`` fails the job at once
         on those. Without either, any exception is retried except a 4xx ``AsanohaError``
         (validation, access, not found), which would fail the same way again.
+        ``acts_for_system="<reason>"``: the job's gated operations are not limited by the
+        risk of the agent call that began its chain.
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
+        system_reason = _acts_for_system(acts_for_system, qn)
         if on is None and cron is None and not manual:
             raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -300,6 +304,7 @@ class Feature:
                     description=description or _first_line(func.__doc__),
                     retry_on=retry_types,
                     no_retry_on=no_retry_types,
+                    acts_for_system=system_reason,
                 )
             )
             return func
@@ -314,14 +319,18 @@ class Feature:
         delivery: Literal["shared"] = "shared",
         max_attempts: int = 5,
         start: ConsumerStart = "beginning",
+        acts_for_system: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(event: StoredEvent, ctx: ConsumerContext)`` as
         ``<feature>:consumer:<name>``: called once per committed event of the types ``on``
         (domain or entity event QNs), in order; after ``max_attempts`` failures at one event
         the consumer is dead there until restarted or told to skip it. ``start="now"`` makes a
-        new consumer begin at the newest event instead of the first."""
+        new consumer begin at the newest event instead of the first.
+        ``acts_for_system="<reason>"``: the consumer's gated operations are not limited by
+        the risk of the agent call that began the event's chain."""
         qn = make_qn(self.name, "consumer", name)
         self._check_open(f"consumer {qn!r}")
+        system_reason = _acts_for_system(acts_for_system, qn)
         event_types = tuple(on)
         if not event_types:
             raise DefinitionError(f"{qn}: on=[...] must name at least one event type")
@@ -350,6 +359,7 @@ class Feature:
                     delivery=delivery,
                     max_attempts=max_attempts,
                     start=start,
+                    acts_for_system=system_reason,
                 )
             )
             return func
@@ -370,6 +380,17 @@ def _exception_types(
 
 def _first_line(doc: str | None) -> str | None:
     return doc.strip().splitlines()[0] if doc and doc.strip() else None
+
+
+def _acts_for_system(reason: str | None, qn: str) -> str | None:
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        raise DefinitionError(
+            f"{qn}: acts_for_system= needs a non-blank reason: why it acts for the system and "
+            "not for the agent whose call began its chain (or leave it out)"
+        )
+    return reason
 
 
 def _reason_or_none(reason: str | None, qn: str, option: str) -> str | None:

@@ -111,6 +111,9 @@ class JobDef:
     retry_on: tuple[type[BaseException], ...] | None = None
     #: These exceptions fail the job at once, retries left or not.
     no_retry_on: tuple[type[BaseException], ...] = ()
+    #: Why the job acts for the system, not for the principal whose chain triggered it: a
+    #: chain an agent began below ``high`` then does not limit its gated operations.
+    acts_for_system: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,9 @@ class ConsumerDef:
     max_attempts: int = 5
     #: Where a new cursor starts: the first event, or the newest one when it is registered.
     start: ConsumerStart = "beginning"
+    #: Why the consumer acts for the system, not for the principal whose chain appended the
+    #: event: a chain an agent began below ``high`` then does not limit its gated operations.
+    acts_for_system: str | None = None
 
 
 def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:

@@ -42,8 +42,10 @@ from asanoha.platform.service import gates, outbox
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
+from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
 from asanoha.platform.service.request import (
+    Acting,
     EntryHandler,
     Request,
     RequestKind,
@@ -111,16 +113,19 @@ class Service:
         parent: Request | None = None,
         meta: RequestMeta | None = None,
         origin: WriteOrigin | None = None,
+        acting: Acting | None = None,
         approval: str | None = None,
+        reads: InstructionReads | None = None,
     ) -> Any:
         """Run the write handler ``qn`` for ``user`` and return its data.
 
         Without ``parent`` it is a top-level write in its own transaction, and the handler is
-        the entry handler; ``origin`` (jobs, consumers) is the write that triggered the caller.
-        With ``parent`` it runs in a savepoint of the parent's transaction and keeps the
-        parent's entry handler and origin. ``approval`` is a human's approval token, which an
-        agent principal needs for a high-risk handler (a nested write never asks: its entry
-        handler decides the gates).
+        the entry handler; ``origin`` (jobs, consumers) is the write that triggered the caller
+        and ``acting`` the job or consumer that dispatches it. With ``parent`` it runs in a
+        savepoint of the parent's transaction and keeps the parent's entry handler, origin and
+        collector. ``approval`` is a human's approval token, which an agent principal needs
+        for a high-risk handler (a nested write never asks: its entry handler decides the
+        gates). ``reads`` collects the instruction fields the call reads and returns.
         """
         if parent is not None:
             handler, model = self._admit(qn, "write", payload, user)
@@ -130,6 +135,8 @@ class Service:
             handler, model = self._admit(qn, "write", payload, user)
             with self.database.begin() as conn:
                 request = self._open(conn, "write", handler, user, meta, origin)
+                request.acting = acting
+                request.reads = reads
                 request.approval_id = self.approvals.require(
                     conn, handler, model, user, approval, request.request_id
                 )
@@ -165,9 +172,10 @@ class Service:
                         root = self._open(conn, "write", handler, user, meta, None)
                         request = root
                     else:
+                        entry = self._entry_of(handler)
                         request = root.with_entry(
-                            self._entry_of(handler),
-                            WriteOrigin.of_call(handler.qn, user, handler.access),
+                            entry,
+                            WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
                         )
                     # A batch carries no approval tokens: an agent's high-risk item is refused.
                     self.approvals.require(conn, handler, model, user, None, request.request_id)
@@ -190,18 +198,21 @@ class Service:
         origin: WriteOrigin | None = None,
         meta: RequestMeta | None = None,
         conn: Connection | None = None,
+        acting: Acting | None = None,
     ) -> Iterator[Request]:
-        """A write request without an entry handler: the unit of work of a job or consumer.
+        """A write request without an entry handler: the unit of work of a job or consumer
+        (``acting``, which the gates read).
 
         On its own transaction it commits and publishes when the block exits; on ``conn`` (the
         caller's open transaction) the caller commits and then calls ``after_commit``.
         """
+        origin = origin or WriteOrigin()
         if conn is not None:
-            yield Request(conn, user, "write", None, origin or WriteOrigin(), meta or RequestMeta())
+            yield Request(conn, user, "write", None, origin, meta or RequestMeta(), acting=acting)
             return
         with self.database.begin() as own:
             request = Request(
-                own, user, "write", None, origin or WriteOrigin(), meta or RequestMeta()
+                own, user, "write", None, origin, meta or RequestMeta(), acting=acting
             )
             yield request
         self.after_commit(request)
@@ -287,17 +298,20 @@ class Service:
         *,
         parent: Request | None = None,
         meta: RequestMeta | None = None,
+        reads: InstructionReads | None = None,
     ) -> Any:
         """Run the query handler ``qn`` for ``user`` and return its data.
 
         Without ``parent`` it reads in its own read-only transaction and is the entry handler;
         with ``parent`` it reads through the parent's transaction (its own writes included).
+        ``reads`` collects the instruction fields the query reads.
         """
         handler, model = self._admit(qn, "query", payload, user)
         if parent is not None:
             return handler.func(model, QueryContext(self, parent, handler, user))
         with self.database.read_only() as conn:
             request = self._open(conn, "query", handler, user, meta, None)
+            request.reads = reads
             return handler.func(model, QueryContext(self, request, handler, user))
 
     # -- entities, events and jobs ----------------------------------------------------------
@@ -541,12 +555,13 @@ class Service:
     ) -> Request:
         """The request of a top-level dispatch: ``handler`` is its entry handler."""
         meta = meta or RequestMeta()
+        entry = self._entry_of(handler)
         request = Request(
             conn=conn,
             user=user,
             kind=kind,
-            entry=self._entry_of(handler),
-            origin=origin or WriteOrigin.of_call(handler.qn, user, handler.access),
+            entry=entry,
+            origin=origin or WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
             meta=meta,
         )
         if meta.request_id:

@@ -12,7 +12,7 @@ import binascii
 import functools
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -79,7 +79,11 @@ class EntityReader:
         if not include_deleted and self.entity_def.entity.soft_delete:
             query = query.where(self._table.c.is_deleted.is_(False))
         found = self._conn.execute(query).mappings().first()
-        return dict(found) if found is not None else None
+        if found is None:
+            return None
+        row = dict(found)
+        self._note_read([row])
+        return row
 
     def get(self, id: uuid.UUID | str) -> Row:
         """The row; ``NotFoundError`` when there is none."""
@@ -120,9 +124,17 @@ class EntityReader:
             dict(r) for r in self._conn.execute(query.offset(start).limit(limit + 1)).mappings()
         ]
         next_cursor = self._encode_cursor(start + limit) if len(rows) > limit else None
-        return {"rows": rows[:limit], "next_cursor": next_cursor}
+        page = rows[:limit]
+        self._note_read(page)
+        return {"rows": page, "next_cursor": next_cursor}
 
     # -- reading helpers --------------------------------------------------------------------
+
+    def _note_read(self, rows: Iterable[Row]) -> None:
+        # The rows handed to the handler are what its result may carry: noted for the trust
+        # labels of the result, when the call collects them.
+        if self._request is not None and self._request.reads is not None:
+            self._request.reads.note(self.entity_def, rows)
 
     def _scoped(self, query: Select[Any]) -> Select[Any]:
         return query.where(self._table.c.tenant_id == self._user.tenant_id)
@@ -412,6 +424,7 @@ class EntityExecutor(EntityReader):
             self._conn, self._service.tables, self._request, self._user, self.entity_def, event
         )
         if row is not None:
+            self._note_read([row])
             for hook in self._service.registry.post_save_hooks(self.entity_def.key):
                 hook(row, self)
         return row

@@ -1,15 +1,17 @@
 """The safety gates of the write path. Each raises ``AccessDeniedError`` or returns.
 
-Every gate reads the explicit ``Request`` it is given. The risk gates pass when there is no
-entry handler: jobs, consumers and hooks that call the executor directly have no caller whose
-risk could be too low.
+Every gate reads the explicit ``Request`` it is given. The risk gates read the entry handler
+and the chain: a job or consumer that calls the executor directly has no entry handler, but
+when an agent started its chain through a handler below ``high`` it may do no more than that
+call could (unless it declares ``acts_for_system``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any, NoReturn
 
-from asanoha.platform.errors import AccessDeniedError, Reasons
+from asanoha.platform.errors import AccessDeniedError, Reasons, developer_message
 from asanoha.platform.model import (
     SYSTEM_ROLE,
     EntityDef,
@@ -21,43 +23,75 @@ from asanoha.platform.service.request import Request
 
 
 def check_irreversible(request: Request | None, entity_def: EntityDef, operation: str) -> None:
-    """Hard delete and forget need an entry handler that resolves ``high``.
+    """Hard delete and forget need an entry handler that resolves ``high`` (and, in a chain an
+    agent began, a ``high`` call by the agent: see ``_risk_limit``).
 
     Called before any database read, so a missing id answers 403 and not 404: the gate does
     not reveal whether a row exists.
     """
-    entry = request.entry if request else None
-    if entry is None or entry.risk == "high":
-        return
-    raise AccessDeniedError(
-        Reasons.IRREVERSIBLE_OPERATION_REQUIRES_HIGH_RISK,
-        handler=entry.qn,
-        resolved_risk=entry.risk,
-        operation=operation,
-        entity=entity_def.key,
-    )
+    limit = _risk_limit(request)
+    if limit is not None:
+        _refuse(
+            Reasons.IRREVERSIBLE_OPERATION_REQUIRES_HIGH_RISK,
+            {**limit, "operation": operation, "entity": entity_def.key},
+        )
 
 
 def check_instruction_fields(
     request: Request | None, entity_def: EntityDef, verb: str, data: Collection[str]
 ) -> None:
-    """A write carrying a ``read_as_instruction`` field needs a ``high`` entry handler.
+    """A write carrying a ``read_as_instruction`` field needs a ``high`` entry handler (and, in
+    a chain an agent began, a ``high`` call by the agent: see ``_risk_limit``).
 
     ``data`` is the field set after defaults and pre-save hooks; presence counts, not change.
     """
-    entry = request.entry if request else None
-    if entry is None or entry.risk == "high":
+    limit = _risk_limit(request)
+    if limit is None:
         return
     written = sorted(instruction_fields(entity_def.entity) & set(data))
     if written:
-        raise AccessDeniedError(
+        _refuse(
             Reasons.INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK,
-            handler=entry.qn,
-            resolved_risk=entry.risk,
-            entity=entity_def.key,
-            verb=verb,
-            fields=written,
+            {**limit, "entity": entity_def.key, "verb": verb, "fields": written},
         )
+
+
+def _risk_limit(request: Request | None) -> dict[str, Any] | None:
+    """What keeps ``request`` below ``high`` (the details of a refusal), or ``None``.
+
+    The entry handler must resolve ``high``; and when an agent began the chain, so must the
+    handler it called: a mid-risk tool cannot reach a gated operation through a job or
+    consumer it triggers, whatever that job then dispatches, unless the job or consumer
+    declares that it acts for the system.
+    """
+    if request is None:
+        return None
+    entry = request.entry
+    if entry is not None and entry.risk != "high":
+        return {"handler": entry.qn, "resolved_risk": entry.risk}
+    origin = request.origin
+    acting = request.acting
+    if not origin.agent_below_high or (acting is not None and acting.acts_for_system):
+        return None
+    return {
+        # The handler the agent called is the one whose risk is too low.
+        "handler": origin.root_qn,
+        "resolved_risk": origin.entry_risk,
+        "principal_kind": origin.principal_kind,
+        "acting": acting.qn if acting is not None else None,
+    }
+
+
+def _refuse(reason: Reasons, details: dict[str, Any]) -> NoReturn:
+    message = developer_message(reason, details)
+    if "acting" in details:
+        # The usual fix (a higher risk) is the agent's tool's; the job or consumer has one too.
+        acting = details["acting"] or "the job or consumer"
+        message += (
+            f" {acting} acts in a chain an agent began with that call; if its work is the "
+            f'system\'s, whoever triggered it, declare acts_for_system="<why>" on {acting}.'
+        )
+    raise AccessDeniedError(reason, message, **details)
 
 
 def check_public_intake(

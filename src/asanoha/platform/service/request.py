@@ -9,17 +9,34 @@ import dataclasses
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import Connection
 
-from asanoha.platform.model import Access, Risk, SessionUser
+from asanoha.platform.model import SYSTEM_ROLE, Access, Risk, SessionUser
+from asanoha.platform.model.agent import RISK_ORDER
 
 if TYPE_CHECKING:
+    from asanoha.platform.service.instruction_reads import InstructionReads
     from asanoha.platform.service.outbox import OutboxMessage
     from asanoha.platform.store import StoredEvent
 
 RequestKind = Literal["write", "query"]
+#: Who started a chain of writes: a person, an agent acting through a principal, or the
+#: platform itself (jobs without a triggering write, the system user, anonymous callers).
+PrincipalKind = Literal["human", "agent", "system"]
+
+
+def principal_kind(user: SessionUser) -> PrincipalKind:
+    """The kind of principal ``user`` is.
+
+    Anonymous callers count as ``system``: nobody who signed in answers for what they send.
+    """
+    if user.is_agent:
+        return "agent"
+    if SYSTEM_ROLE in user.roles or user.is_anonymous:
+        return "system"
+    return "human"
 
 
 @dataclass(frozen=True)
@@ -50,16 +67,39 @@ class WriteOrigin:
     anonymous_root: bool = False
     #: The outermost handler's access rule declared public intake.
     public_intake: bool = False
+    #: The outermost caller's id (``None``: a cron or manual job).
+    principal: str | None = None
+    #: What kind of principal the outermost caller was.
+    principal_kind: PrincipalKind = "system"
+    #: The agent run of an agent principal.
+    agent_run: str | None = None
+    #: The outermost handler's resolved risk.
+    entry_risk: Risk | None = None
 
     @classmethod
-    def of_call(cls, qn: str, user: SessionUser, access: Access) -> WriteOrigin:
-        """The origin of a top-level call of ``qn`` by ``user``."""
-        return cls(root_qn=qn, anonymous_root=user.is_anonymous, public_intake=access.public_intake)
+    def of_call(cls, qn: str, user: SessionUser, access: Access, risk: Risk) -> WriteOrigin:
+        """The origin of a top-level call of ``qn`` (resolving ``risk``) by ``user``."""
+        return cls(
+            root_qn=qn,
+            anonymous_root=user.is_anonymous,
+            public_intake=access.public_intake,
+            principal=user.id,
+            principal_kind=principal_kind(user),
+            agent_run=user.agent,
+            entry_risk=risk,
+        )
 
     @property
     def may_write_personal_data(self) -> bool:
         """An anonymous chain may write personal fields only through a public-intake rule."""
         return not self.anonymous_root or self.public_intake
+
+    @property
+    def agent_below_high(self) -> bool:
+        """An agent started the chain through a handler below ``high``: the jobs and consumers
+        acting for it may not do what that call could not (irreversible operations,
+        instruction-field writes)."""
+        return self.principal_kind == "agent" and self.entry_risk != "high"
 
     def to_header(self) -> dict[str, Any]:
         """A JSON object for job headers and event metadata."""
@@ -67,19 +107,43 @@ class WriteOrigin:
             "root_qn": self.root_qn,
             "anonymous_root": self.anonymous_root,
             "public_intake": self.public_intake,
+            "principal": self.principal,
+            "principal_kind": self.principal_kind,
+            "agent_run": self.agent_run,
+            "entry_risk": self.entry_risk,
         }
 
     @classmethod
     def from_header(cls, value: Any) -> WriteOrigin:
-        """Read ``to_header``'s object back; anything else is the origin of no write."""
+        """Read ``to_header``'s object back; anything else is the origin of no write.
+
+        Headers written before the principal was carried read as a chain the platform
+        started, as they were treated when they were written.
+        """
         if not isinstance(value, Mapping):
             return cls()
         root_qn = value.get("root_qn")
+        principal = value.get("principal")
+        agent_run = value.get("agent_run")
         return cls(
             root_qn=root_qn if isinstance(root_qn, str) else None,
             anonymous_root=value.get("anonymous_root") is True,
             public_intake=value.get("public_intake") is True,
+            principal=principal if isinstance(principal, str) else None,
+            principal_kind=_principal_kind_of(value.get("principal_kind")),
+            agent_run=agent_run if isinstance(agent_run, str) else None,
+            entry_risk=_risk_of(value.get("entry_risk")),
         )
+
+
+@dataclass(frozen=True)
+class Acting:
+    """The job or consumer a unit of work runs, as the gates see it."""
+
+    qn: str
+    #: Why it acts for the system rather than for the chain's principal (``acts_for_system``):
+    #: then a chain an agent started below ``high`` does not limit what it does.
+    acts_for_system: str | None = None
 
 
 @dataclass
@@ -104,6 +168,11 @@ class Request:
     appended: list[StoredEvent] = field(default_factory=list)
     #: The human approval an agent's high-risk call runs under (recorded with provenance).
     approval_id: uuid.UUID | None = None
+    #: The job or consumer this unit of work runs for (``None``: a caller's own dispatch).
+    acting: Acting | None = None
+    #: Collects the instruction fields this call reads and returns, when someone labels its
+    #: result (MCP tool calls); ``None``: nobody asked, nothing is collected.
+    reads: InstructionReads | None = None
 
     def with_entry(self, entry: EntryHandler, origin: WriteOrigin | None = None) -> Request:
         """The same transaction and pending lists under another entry handler (a batch item,
@@ -118,3 +187,11 @@ class Request:
         """Forget side effects recorded after ``mark`` (their savepoint rolled back)."""
         del self.outbox[mark[0] :]
         del self.appended[mark[1] :]
+
+
+def _principal_kind_of(value: Any) -> PrincipalKind:
+    return "human" if value == "human" else "agent" if value == "agent" else "system"
+
+
+def _risk_of(value: Any) -> Risk | None:
+    return cast("Risk", value) if isinstance(value, str) and value in RISK_ORDER else None
