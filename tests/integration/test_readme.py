@@ -89,6 +89,27 @@ def test_agents_example_runs_an_mcp_session_with_an_approval(tmp_path: Path) -> 
     assert "trust trusted" in lines
     assert any(line.startswith("prompts:write:prompt:create") for line in lines)
 
+    # The token the example hands the agent marks an agent principal, and the approver is
+    # another principal.
+    claims_of = client.replace(
+        "anyio.run(main)",
+        "import jwt\n"
+        "claims = jwt.decode(server.env['ASANOHA_MCP_TOKEN'], options={'verify_signature': False})\n"
+        "print(claims['sub'], claims['agent'], human.id)",
+    )
+    (tmp_path / "claims.py").write_text(claims_of, encoding="utf-8")
+    claims = subprocess.run(
+        [sys.executable, "claims.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert claims.returncode == 0, claims.stdout + claims.stderr
+    subject, agent_run, approver = claims.stdout.split()
+    assert agent_run and approver != subject
+
 
 def shell_block(heading: str) -> str:
     """The ``bash`` block that follows ``heading`` in the README."""
