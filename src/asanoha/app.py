@@ -87,14 +87,24 @@ class App:
         return ConsumerWaker(lambda: publish_advance(self.celery, self.settings))
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
-        """What ``/health/ready`` asks: the database, and with jobs the broker and how long
-        the oldest due job has waited to be published.
+        """What ``/health/ready`` asks: whether this process can serve calls, that is whether
+        the database answers. The job pipeline is not part of it (see ``job_health_checks``):
+        a write commits its job rows whatever the broker does.
 
-        Each check returns ``"ok"`` or the error text.
+        Each check returns ``"ok"`` or a short cause, and raises when it cannot reach what it
+        checks.
         """
-        checks: dict[str, Callable[[], str]] = {"database": self.database.check}
+        return {"database": self.database.check}
+
+    def job_health_checks(self) -> dict[str, Callable[[], str]]:
+        """What ``/health/jobs`` asks, for alerts and the console: with jobs, whether the broker
+        answers and how long the oldest due job has waited to be published.
+
+        Checks of the job pipeline go here, in the form of ``readiness_checks``.
+        """
+        checks: dict[str, Callable[[], str]] = {}
         if self.registry.jobs:
-            from asanoha.workers.readiness import check_broker, check_job_backlog
+            from asanoha.workers.job_health import check_broker, check_job_backlog
 
             checks["broker"] = lambda: check_broker(self.celery)
             checks["jobs"] = lambda: check_job_backlog(self.database, self.service.tables)

@@ -24,8 +24,9 @@ class Settings(BaseSettings):
 
     database_url: str = EMBEDDED_DATABASE_URL
     database_pool_size: int = 10
-    #: Test each pooled connection before use (one extra round trip per transaction).
-    database_pre_ping: bool = False
+    #: Test each pooled connection before use (one extra round trip per transaction), so a
+    #: database restart costs no failed call per stale connection.
+    database_pre_ping: bool = True
     broker_url: str = EMBEDDED_BROKER_URL
     #: Prefix of every queue name, so several stacks can share one broker without seeing
     #: each other's messages.
@@ -48,6 +49,9 @@ class Settings(BaseSettings):
     jwt_ttl_seconds: int = 3600
     max_body_bytes: int = 1024 * 1024
     max_json_depth: int = 32
+    #: Items a ``POST /api/batch`` may hold: one transaction runs them all, and a batch that
+    #: outlasts its client's timeout is committed while the client thinks it failed.
+    max_batch_items: int = Field(default=100, ge=1)
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)

@@ -39,6 +39,7 @@ class Reasons(StrEnum):
     TRANSACTION_CONFLICT = "transaction_conflict"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    BATCH_TOO_LARGE = "batch_too_large"
     # 422
     UNPROCESSABLE = "unprocessable"
     # 429

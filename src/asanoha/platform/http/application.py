@@ -14,10 +14,10 @@ from starlette.routing import Route
 
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.agent_tools import add_agent_tools_route, add_approvals_route
-from asanoha.platform.http.batch import BatchRequest, add_batch_route
+from asanoha.platform.http.batch import add_batch_route, batch_request_model
 from asanoha.platform.http.docs import add_docs_routes
 from asanoha.platform.http.health import health_router
-from asanoha.platform.http.metrics import add_metrics_route
+from asanoha.platform.http.metrics import JobHealthCollector, add_metrics_route
 from asanoha.platform.http.mounts import AsgiMount, combined_lifespan
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
@@ -61,10 +61,11 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
         lifespan=combined_lifespan(mounts),
     )
     api.state.asanoha = app
+    batch_model = batch_request_model(app.settings.max_batch_items)
     catalogue = SchemaCatalogue(
         [
             *(handler.payload_model for handler in app.registry.handlers),
-            BatchRequest,
+            batch_model,
             SuccessEnvelope,
             ErrorEnvelope,
         ]
@@ -77,11 +78,12 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
             app.service.tables,
             lambda: ((found.name, found.lag, found.status) for found in app.consumers.status()),
         ),
+        JobHealthCollector(app.job_health_checks),
     )
     add_docs_routes(api)
     add_agent_tools_route(api, app)
     add_approvals_route(api, app)
-    add_batch_route(api, app, catalogue)
+    add_batch_route(api, app, catalogue, batch_model)
     add_handler_routes(api, app, catalogue)
     for mount in mounts:
         api.router.routes.append(Route(mount.path, endpoint=mount.app))

@@ -23,5 +23,10 @@ class HttpParts(Protocol):
     consumers: Consumers
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
-        """Named checks that return ``"ok"`` or the error text."""
+        """What ``/health/ready`` asks: named checks that return ``"ok"`` or a short cause,
+        and raise when they cannot reach what they check."""
+        ...
+
+    def job_health_checks(self) -> dict[str, Callable[[], str]]:
+        """What ``/health/jobs`` asks, in the same form as ``readiness_checks``."""
         ...
