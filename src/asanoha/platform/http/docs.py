@@ -1,11 +1,15 @@
-"""``GET /docs``: Swagger UI served from the installed ``swagger-ui-bundle`` package, no CDN, so
-it works offline and in clusters that cannot reach the internet."""
+"""``GET /docs``: Swagger UI served from the installed ``fastapi-offline`` package, no CDN, so
+it works offline and in clusters that cannot reach the internet.
+
+The package ships Swagger UI 5, which reads the OpenAPI 3.1 documents FastAPI writes (the
+4.x bundles answer "Unable to render this definition").
+"""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
-import swagger_ui_bundle
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.requests import Request
@@ -13,15 +17,13 @@ from starlette.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
 ASSETS_PATH = "/docs/assets"
+#: The Swagger UI bundle, stylesheet and icon of ``fastapi-offline``.
+ASSETS_FOLDER = Path(str(files("fastapi_offline") / "static"))
 
 
 def add_docs_routes(api: FastAPI) -> None:
     """Register ``/docs`` and its assets (build ``api`` with ``docs_url=None``)."""
-    api.mount(
-        ASSETS_PATH,
-        StaticFiles(directory=Path(swagger_ui_bundle.swagger_ui_path)),
-        name="docs-assets",
-    )
+    api.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_FOLDER), name="docs-assets")
 
     async def docs(request: Request) -> HTMLResponse:
         # root_path: the prefix a reverse proxy serves the API under.
@@ -31,7 +33,7 @@ def add_docs_routes(api: FastAPI) -> None:
             title=f"{api.title} - Swagger UI",
             swagger_js_url=f"{base}{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{base}{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{base}{ASSETS_PATH}/favicon-32x32.png",
+            swagger_favicon_url=f"{base}{ASSETS_PATH}/favicon.png",
             oauth2_redirect_url=None,
         )
 
