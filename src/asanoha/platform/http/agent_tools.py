@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from starlette.requests import Request
 
-from asanoha.platform.http.routes import json_endpoint, request_meta
+from asanoha.platform.http.openapi import SchemaCatalogue
+from asanoha.platform.http.routes import json_endpoint, operation_doc, request_meta
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import list_agent_tools
 
@@ -35,7 +36,7 @@ def add_agent_tools_route(api: FastAPI, app: HttpParts) -> None:
     )
 
 
-def add_approvals_route(api: FastAPI, app: HttpParts) -> None:
+def add_approvals_route(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) -> None:
     """Register ``POST /api/agent/approvals``: a human approves one agent call (the same as
     ``POST /api/write/agent:write:approve``), answering the single-use token."""
 
@@ -50,4 +51,6 @@ def add_approvals_route(api: FastAPI, app: HttpParts) -> None:
         summary="Approve one high-risk call by an agent; answers a single-use approval token",
         tags=["agent"],
         response_model=None,
+        # The body, answers and security of the handler it runs.
+        openapi_extra=operation_doc(app.registry.handler(APPROVE_QN), catalogue),
     )

@@ -82,7 +82,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     )
     add_docs_routes(api)
     add_agent_tools_route(api, app)
-    add_approvals_route(api, app)
+    add_approvals_route(api, app, catalogue)
     add_batch_route(api, app, catalogue, batch_model)
     add_handler_routes(api, app, catalogue)
     for mount in mounts:

@@ -13,6 +13,61 @@ from pydantic.json_schema import JsonSchemaValue, models_json_schema
 REF_TEMPLATE = "#/components/schemas/{model}"
 BEARER_SCHEME = "bearerAuth"
 
+#: Text without U+0000 and unpaired UTF-16 halves: what the service refuses in every string
+#: and key of a payload (no database column and no UTF-8 answer can hold them).
+STORABLE_TEXT = "^[^\\u0000\\uD800-\\uDFFF]*$"
+#: Any JSON value whose strings and keys are storable text.
+STORABLE_JSON = "StorableJson"
+_STORABLE_JSON_REF = {"$ref": REF_TEMPLATE.format(model=STORABLE_JSON)}
+STORABLE_JSON_SCHEMA: dict[str, Any] = {
+    "description": "Any JSON value; no text in it (value or key) may hold U+0000 or an "
+    "unpaired surrogate.",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "number"},
+        {"type": "string", "pattern": STORABLE_TEXT},
+        {"type": "array", "items": _STORABLE_JSON_REF},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": STORABLE_TEXT},
+            "additionalProperties": _STORABLE_JSON_REF,
+        },
+    ],
+}
+#: Keywords of a string schema that already confine its text.
+_CONFINED_TEXT = frozenset({"format", "pattern", "enum", "const"})
+
+
+def storable(schema: Any) -> Any:
+    """``schema`` stating what the service refuses: free text gets the ``STORABLE_TEXT``
+    pattern, free-form values and objects the ``StorableJson`` schema."""
+    if isinstance(schema, list):
+        return [storable(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if not schema or set(schema) <= {"title", "description", "default"}:
+        # Any value at all (``Any``, ``JsonValue``).
+        return {**schema, **_STORABLE_JSON_REF} if schema else dict(_STORABLE_JSON_REF)
+    result = {key: _storable_member(key, value) for key, value in schema.items()}
+    if result.get("type") == "string" and not _CONFINED_TEXT & set(result):
+        result["pattern"] = STORABLE_TEXT
+    if result.get("type") == "object":
+        result.setdefault("propertyNames", {"pattern": STORABLE_TEXT})
+        # Unstated means any (a model that ignores unknown members): those are checked too.
+        if result.get("additionalProperties", True) is True:
+            result["additionalProperties"] = dict(_STORABLE_JSON_REF)
+    return result
+
+
+def _storable_member(key: str, value: Any) -> Any:
+    # Maps of names to schemas: every value is a schema, the names are not.
+    if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+        return {name: storable(member) for name, member in value.items()}
+    if key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "not", "prefixItems"):
+        return storable(value)
+    return value
+
 
 class SchemaCatalogue:
     """JSON schemas of a set of pydantic models, named once for the whole document.
@@ -30,7 +85,10 @@ class SchemaCatalogue:
         self._refs: dict[type[Any], JsonSchemaValue] = {
             model: ref for (model, _mode), ref in refs.items()
         }
-        self.definitions: dict[str, Any] = top.get("$defs", {})
+        self.definitions: dict[str, Any] = {
+            name: storable(schema) for name, schema in top.get("$defs", {}).items()
+        }
+        self.definitions[STORABLE_JSON] = STORABLE_JSON_SCHEMA
 
     def ref(self, model: type[BaseModel]) -> JsonSchemaValue:
         """``{"$ref": ...}`` pointing at ``model`` in the document."""

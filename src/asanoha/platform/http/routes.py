@@ -6,6 +6,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -94,6 +95,11 @@ def unknown_handler_call(kind: str) -> Call:
     return call
 
 
+def needs_body(model: type[BaseModel]) -> bool:
+    """Whether ``model`` has a required field (else an empty body, read as ``{}``, is valid)."""
+    return any(field.is_required() for field in model.model_fields.values())
+
+
 def operation_doc(handler: HandlerDef, catalogue: SchemaCatalogue) -> dict[str, Any]:
     """The OpenAPI extras of a handler route: its payload model, envelopes and security."""
     exposure = resolve_agent_exposure(handler)
@@ -102,7 +108,8 @@ def operation_doc(handler: HandlerDef, catalogue: SchemaCatalogue) -> dict[str, 
         security.insert(0, {})
     return {
         "requestBody": {
-            "required": True,
+            # An empty body is read as {}: a body is required only where {} is no payload.
+            "required": needs_body(handler.payload_model),
             "content": json_body(catalogue.ref(handler.payload_model)),
         },
         "responses": {

@@ -13,7 +13,7 @@ from pydantic import Field as PydanticField
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access, check_access
 from asanoha.platform.model.agent import Agent, Risk, is_below
-from asanoha.platform.model.entity import Entity, instruction_fields
+from asanoha.platform.model.entity import Entity, JsonInt, instruction_fields
 from asanoha.platform.model.handlers import CrudBinding, CrudVerb, EntityDef, HandlerDef
 from asanoha.platform.model.names import make_qn
 
@@ -37,9 +37,10 @@ MAX_LIST_OFFSET = 2**31 - 1
 class ListPayload(BaseModel):
     """Paging, sorting and filtering of a standard list."""
 
-    model_config = ConfigDict(extra="forbid")
-    limit: int = PydanticField(default=50, ge=1, le=500)
-    offset: int = PydanticField(default=0, ge=0, le=MAX_LIST_OFFSET)
+    # Strict: "1" is no limit and 0 no boolean, as the OpenAPI document's types say.
+    model_config = ConfigDict(extra="forbid", strict=True)
+    limit: JsonInt = PydanticField(default=50, ge=1, le=500)
+    offset: JsonInt = PydanticField(default=0, ge=0, le=MAX_LIST_OFFSET)
     cursor: str | None = None
     sort: list[str] | None = None
     filter: dict[str, Any] | None = None
@@ -175,7 +176,10 @@ def _payload_model(entity_def: EntityDef, verb: CrudVerb) -> type[BaseModel]:
             f"{prefix}UpdatePayload",
             __config__=ConfigDict(extra="forbid"),
             id=(uuid.UUID, ...),
-            version=(int, PydanticField(ge=1, description="the version you read")),
+            version=(
+                JsonInt,
+                PydanticField(ge=1, description="the version you read"),
+            ),
             changes=(changes, ...),
         )
         return update

@@ -13,9 +13,12 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     JsonValue,
+    Strict,
     StringConstraints,
+    WithJsonSchema,
     create_model,
 )
 from pydantic import Field as PydanticField
@@ -61,17 +64,47 @@ def _utc_in_range(value: dt.datetime) -> dt.datetime:
     return value
 
 
+def _text_form(value: Any) -> Any:
+    # Timestamps and dates travel as ISO 8601 text (the form the OpenAPI document states);
+    # pydantic would also read a number as seconds since the epoch.
+    if isinstance(value, (int, float)):
+        raise ValueError("give the value as ISO 8601 text")
+    return value
+
+
+def _integral(value: Any) -> Any:
+    # JSON has one number type: 3.0 is the integer 3 (JSON Schema agrees), 3.5 is none.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer as JSON carries it: a number without a fraction; no text, no boolean.
+JsonInt = Annotated[int, BeforeValidator(_integral), Strict()]
+
+#: A decimal as text: digits with an optional fraction, as the OpenAPI document states it.
+DECIMAL_TEXT = r"^[+-]?(\d+(\.\d*)?|\.\d+)$"
+
 Text = Annotated[str, AfterValidator(_no_nul)]
+# Numbers and booleans are strict: "1" or false is no integer, 0 no boolean (the JSON types
+# of the OpenAPI document); the types JSON carries as text (timestamps, dates, UUIDs,
+# decimals) are read from their text.
 _PY_TYPES: dict[str, Any] = {
     "long_text": Text,
     "json": Annotated[JsonValue, AfterValidator(_json_without_nul)],
     # The column types' ranges: bigint, double precision (finite), numeric(38, 10).
-    "integer": Annotated[int, PydanticField(ge=-(2**63), le=2**63 - 1)],
-    "number": Annotated[float, PydanticField(allow_inf_nan=False)],
-    "decimal": Annotated[decimal.Decimal, PydanticField(max_digits=38, decimal_places=10)],
-    "boolean": bool,
-    "timestamp": Annotated[dt.datetime, AfterValidator(_utc_in_range)],
-    "date": dt.date,
+    "integer": Annotated[JsonInt, PydanticField(ge=-(2**63), le=2**63 - 1)],
+    "number": Annotated[float, Strict(), PydanticField(allow_inf_nan=False)],
+    "decimal": Annotated[
+        decimal.Decimal,
+        PydanticField(max_digits=38, decimal_places=10),
+        WithJsonSchema(
+            {"anyOf": [{"type": "number"}, {"type": "string", "pattern": DECIMAL_TEXT}]}
+        ),
+    ],
+    "boolean": Annotated[bool, Strict()],
+    "timestamp": Annotated[dt.datetime, BeforeValidator(_text_form), AfterValidator(_utc_in_range)],
+    "date": Annotated[dt.date, BeforeValidator(_text_form)],
     "reference": uuid.UUID,
 }
 
