@@ -126,7 +126,7 @@ class DatabaseCollector:
         from asanoha.platform.service.outbox import due_backlog
 
         with self.database.connect() as conn:
-            # The query /health/ready reads too, so the gauges and readiness agree.
+            # The query /health/jobs reads too, so the gauges and that check agree.
             backlog = due_backlog(conn, self.tables)
         yield GaugeMetricFamily(
             "asanoha_outbox_due_age_seconds",

@@ -1,4 +1,4 @@
-"""The due job rows nobody published: one query, read by ``/health/ready`` and by the
+"""The due job rows nobody published: one query, read by ``/health/jobs`` and by the
 ``asanoha_outbox_due_*`` gauges of ``/metrics``, counting what the relay would publish."""
 
 from __future__ import annotations
