@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.model import Feature, Registry
+from asanoha.platform.schema import (
+    DEFAULT_APP_MIGRATIONS,
+    SchemaBehindError,
+    SchemaUpgrade,
+    bring_schema_up_to_date,
+)
 from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.service.approvals import approval_key
 from asanoha.platform.settings import Settings
-from asanoha.platform.store import Database, StoredEvent, create_all
+from asanoha.platform.store import Database, StoredEvent
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -110,11 +117,21 @@ class App:
             checks["jobs"] = lambda: check_job_backlog(self.database, self.service.tables)
         return checks
 
-    def create_schema(self) -> None:
-        """Create every table of the registry that does not exist yet, and the cursor rows
-        of new consumers."""
-        create_all(self.registry, self.database)
-        self.consumers.register()
+    def create_schema(self, migrations: Path | None = DEFAULT_APP_MIGRATIONS) -> SchemaUpgrade:
+        """Bring the database to the code's schema, as ``asanoha migrate`` does: the platform's
+        tables, then the application's migrations in ``migrations`` (relative to the working
+        directory) or, while it holds none or with ``migrations=None``, the entity tables that
+        do not exist yet; then the cursor rows of new consumers.
+
+        Raises ``SchemaBehindError`` when the database still lacks something the code uses
+        (a new column on an existing table without a migration).
+        """
+        upgrade = bring_schema_up_to_date(
+            self.registry, self.database, migrations=migrations, may_change=True
+        )
+        if not upgrade.status.is_current:
+            raise SchemaBehindError(upgrade.status)
+        return upgrade
 
     @functools.cached_property
     def http(self) -> FastAPI:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.schema_gate import require_current_schema
 
 
 class Transport(StrEnum):
@@ -26,7 +27,7 @@ def mcp(
     host: Annotated[str, typer.Option(help="HTTP only: the interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP only: the port; the endpoint is /mcp.")] = 8765,
 ) -> None:
-    """Serve the exposed handlers as MCP tools (creates missing tables first).
+    """Serve the exposed handlers as MCP tools (refuses a schema that is behind).
 
     Over stdio every call acts as the user of the bearer token in ASANOHA_MCP_TOKEN; over
     HTTP each request carries its own 'Authorization: Bearer <token>'. The API app serves
@@ -54,7 +55,7 @@ def mcp(
             raise typer.BadParameter(
                 f"{error.reason}: {error.message}", param_hint=TOKEN_ENV
             ) from None
-        loaded.create_schema()
+        require_current_schema(loaded, app)
         anyio.run(serve_stdio, loaded.service, loaded.settings, token)
         return
     import uvicorn
@@ -62,7 +63,7 @@ def mcp(
     from asanoha.agents import McpCallers, build_mcp_server
     from asanoha.agents.mcp_http import McpHttpEndpoint, standalone_mcp_app
 
-    loaded.create_schema()
+    require_current_schema(loaded, app)
     endpoint = McpHttpEndpoint(
         build_mcp_server(loaded.service, McpCallers(loaded.settings)), loaded.settings
     )

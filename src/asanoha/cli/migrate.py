@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
-from asanoha.cli.schema_gate import DEFAULT_APP_MIGRATIONS, remedy
+from asanoha.cli.schema_gate import DEFAULT_APP_MIGRATIONS, refuse_behind, remedy
 
 migrate = typer.Typer(
     help="Schema migrations (Alembic): the platform's tables and the application's own.",
@@ -49,39 +49,32 @@ def upgrade(
         return
     if app is None:
         raise typer.BadParameter("Missing option '--app'.", param_hint="--app")
-    from asanoha.platform.store import create_all
-    from asanoha.platform.store.migrations import (
-        app_upgrade_sql,
-        platform_upgrade_sql,
-        schema_status,
-        upgrade_app,
-        upgrade_platform,
-    )
+    from asanoha.platform.schema import bring_schema_up_to_date
+    from asanoha.platform.store.migrations import app_head, app_upgrade_sql, platform_upgrade_sql
 
     loaded = load_app(app)
-    has_app_migrations = (migrations / "env.py").is_file()
     if sql:
         typer.echo(platform_upgrade_sql(loaded.database, since), nl=False)
-        if has_app_migrations:
+        if app_head(migrations) is not None:
             typer.echo(app_upgrade_sql(migrations, loaded.registry, loaded.database), nl=False)
         return
-    before, after = upgrade_platform(loaded.database)
-    if before == after:
-        typer.echo(f"platform tables: already at revision {after}")
+    upgrade = bring_schema_up_to_date(
+        loaded.registry, loaded.database, migrations=migrations, may_change=True
+    )
+    status = upgrade.status
+    if upgrade.platform_before == status.platform_head:
+        typer.echo(f"platform tables: already at revision {status.platform_head}")
     else:
-        typer.echo(f"platform tables: upgraded from {before or 'an empty database'} to {after}")
-    if has_app_migrations:
-        upgrade_app(migrations, loaded.registry, loaded.database)
+        typer.echo(
+            f"platform tables: upgraded from {upgrade.platform_before or 'an empty database'} "
+            f"to {status.platform_head}"
+        )
+    if upgrade.uses_app_migrations:
         typer.echo(f"application tables: migrations in {migrations} applied")
     else:
-        create_all(loaded.registry, loaded.database)
         typer.echo("application tables: missing entity tables created")
-    status = schema_status(loaded.registry, loaded.database, migrations)
     if not status.is_current:
-        for problem in status.problems():
-            typer.echo(f"  - {problem}", err=True)
-        typer.echo(remedy(status.missing_columns, app), err=True)
-        raise typer.Exit(1)
+        refuse_behind(status, app)
 
 
 @migrate.command()
@@ -96,7 +89,7 @@ def check(app: AppOption, migrations: MigrationsOption = DEFAULT_APP_MIGRATIONS)
         return
     for problem in status.problems():
         typer.echo(f"  - {problem}")
-    typer.echo(remedy(status.missing_columns, app))
+    typer.echo(remedy(status, app))
     raise typer.Exit(1)
 
 
@@ -110,8 +103,9 @@ def revision(
 ) -> None:
     """Autogenerate a migration of the application's entity tables into its migrations folder.
 
-    The database is compared with the registry: apply the earlier revisions first. Review the
-    file before applying it (renames appear as a drop and an add).
+    The database is compared with the registry: apply the earlier revisions first. The
+    first revision creates every entity table (see the README's Migrations section). Review
+    the file before applying it (renames appear as a drop and an add).
     """
     from asanoha.platform.store.migrations import write_app_revision
 

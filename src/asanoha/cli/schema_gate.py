@@ -1,46 +1,54 @@
-"""The start-up schema check of ``serve`` and ``worker``: refuse a database that is behind."""
+"""The schema step every command runs at start, and who may change the schema.
+
+``asanoha migrate`` always may; ``serve``, ``worker``, ``mcp`` and ``beat`` only on SQLite
+(the embedded default, where nobody else would). On Postgres they check and refuse to start
+with the command to run: the schema of a shared database changes once per release, by
+``migrate``, not by whichever process happens to start first.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
 from asanoha.app import App
+from asanoha.platform.schema import DEFAULT_APP_MIGRATIONS, SchemaUpgrade, bring_schema_up_to_date
+from asanoha.platform.store.migrations import SchemaStatus
 
-#: Where ``asanoha migrate`` looks for the application's own migrations by default.
-DEFAULT_APP_MIGRATIONS = Path("migrations")
+__all__ = ["DEFAULT_APP_MIGRATIONS", "refuse_behind", "remedy", "require_current_schema"]
 
 
 def require_current_schema(
     app: App, reference: str, app_migrations: Path = DEFAULT_APP_MIGRATIONS
-) -> None:
-    """Exit with the command to run when the database lacks what the code uses.
+) -> SchemaUpgrade:
+    """Bring the schema up to date where this process may (SQLite), else check it; exit
+    with the command to run when the database still lacks what the code uses."""
+    upgrade = bring_schema_up_to_date(
+        app.registry,
+        app.database,
+        migrations=app_migrations,
+        may_change=app.database.dialect == "sqlite",
+    )
+    if not upgrade.status.is_current:
+        typer.echo("The database schema is behind the code:", err=True)
+        refuse_behind(upgrade.status, reference)
+    return upgrade
 
-    On SQLite (the embedded default) the process makes and upgrades its own schema first,
-    so that ``asanoha serve`` alone runs; Postgres is changed only by ``asanoha migrate``.
-    """
-    from asanoha.platform.store.migrations import schema_status
 
-    if app.database.dialect == "sqlite":
-        # Upgrading runs Alembic: only the embedded default does it here.
-        from asanoha.platform.store.migrations import upgrade_platform
-
-        app.create_schema()
-        upgrade_platform(app.database)
-    status = schema_status(app.registry, app.database, app_migrations)
-    if status.is_current:
-        return
-    typer.echo("The database schema is behind the code:", err=True)
+def refuse_behind(status: SchemaStatus, reference: str) -> NoReturn:
+    """Print what the database lacks and the command to run (on stderr), and exit 1."""
     for problem in status.problems():
         typer.echo(f"  - {problem}", err=True)
-    typer.echo(remedy(status.missing_columns, reference), err=True)
+    typer.echo(remedy(status, reference), err=True)
     raise typer.Exit(1)
 
 
-def remedy(missing_columns: tuple[str, ...], reference: str) -> str:
-    """What to run: ``migrate``, after a revision when existing tables lack columns."""
-    if missing_columns:
+def remedy(status: SchemaStatus, reference: str) -> str:
+    """What to run: ``migrate``, after a revision when existing tables lack columns that no
+    migration adds yet."""
+    if status.missing_columns and status.app_revision == status.app_head:
         return (
             "Existing tables need new columns: generate a migration with "
             f"'asanoha migrate revision --app {reference} -m \"...\"', review it, then run "

@@ -159,7 +159,9 @@ def beat(
         Path, typer.Option(help="File where beat keeps the time of each entry's last run.")
     ] = Path("celerybeat-schedule"),
 ) -> None:
-    """Run Celery beat: the cron jobs and the prune of finished job rows. Run exactly one."""
+    """Run Celery beat: the cron jobs and the prune of finished job rows. Run exactly one
+    (refuses a schema that is behind)."""
     loaded = load_app(app)
+    require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "beat")
     run_celery(loaded.celery, ["beat", f"--schedule={schedule}", "--loglevel=INFO"])

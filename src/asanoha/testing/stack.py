@@ -70,7 +70,9 @@ class Stack:
                 stack_settings(self._database.url, suffix, settings),
                 publish_jobs=jobs,
             )
-            self.app.create_schema()
+            # The stack's tables come from its features, never from a project's migrations
+            # folder in the working directory.
+            self.app.create_schema(migrations=None)
             self._client = TestClient(self.app.http)
             self._client.__enter__()
             self.http = StackHttp(self._client, self.app.settings)

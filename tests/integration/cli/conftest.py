@@ -49,24 +49,27 @@ class Project:
         extra = EXTRA_FIELD if with_colour else ""
         (self.folder / "shop.py").write_text(SHOP.format(extra=extra), encoding="utf-8")
 
-    def env(self) -> dict[str, str]:
-        """The environment of a command: this database, no other ASANOHA_ settings."""
+    def env(self, database: TestDatabase | None = None) -> dict[str, str]:
+        """The environment of a command: this database (or ``database``), no other ASANOHA_
+        settings."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("ASANOHA_")}
         env.pop("PYTHONPATH", None)
         return {
             **env,
-            "ASANOHA_DATABASE_URL": self.database.url,
+            "ASANOHA_DATABASE_URL": (database or self.database).url,
             # serve refuses the public placeholder secret.
             "ASANOHA_JWT_SECRET": JWT_SECRET,
             "COLUMNS": "200",
         }
 
-    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Run ``asanoha ARGS`` in the folder."""
+    def run(
+        self, *args: str, timeout: float = 60, database: TestDatabase | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``asanoha ARGS`` in the folder (on ``database`` instead of the project's)."""
         return subprocess.run(
             [asanoha_script(), *args],
             cwd=self.folder,
-            env=self.env(),
+            env=self.env(database),
             capture_output=True,
             text=True,
             timeout=timeout,

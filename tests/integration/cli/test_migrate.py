@@ -92,7 +92,9 @@ def test_a_new_field_needs_a_revision_which_migrate_then_applies(project: Projec
 
     written = project.run("migrate", "revision", "--app", "shop:app", "-m", "add colour")
     assert written.returncode == 0, written.stdout + written.stderr
-    (path,) = re.findall(r"wrote (\S+)", written.stdout)
+    # The first revision of a project whose tables exist: those tables, then the change.
+    initial, path = re.findall(r"wrote (\S+)", written.stdout)
+    assert initial.endswith("_initial_entity_tables.py")
     source = (project.folder / "migrations" / "versions").joinpath(path.rsplit("/", 1)[-1])
     text = source.read_text(encoding="utf-8")
     assert "op.add_column('shop_notes', sa.Column('colour'" in text

@@ -48,3 +48,30 @@ def test_a_history_with_two_heads_is_refused(
             revisions.platform_head()
     finally:
         revisions.platform_head.cache_clear()
+
+
+def write_history(versions: Path, revisions: dict[str, str | None]) -> None:
+    versions.mkdir(parents=True, exist_ok=True)
+    for name, down in revisions.items():
+        (versions / f"{name}_x.py").write_text(
+            f"revision: str = {name!r}\ndown_revision: str | None = {down!r}\n", encoding="utf-8"
+        )
+
+
+def test_an_application_head_is_read_as_alembic_reads_it(tmp_path: Path) -> None:
+    assert revisions.app_head(tmp_path / "missing") is None
+    (tmp_path / "versions").mkdir()
+    assert revisions.app_head(tmp_path) is None  # a folder without revisions yet
+    write_history(tmp_path / "versions", {"a1": None, "b2": "a1", "c3": "b2"})
+    (tmp_path / "script.py.mako").write_text("", encoding="utf-8")
+    assert revisions.app_head(tmp_path) == "c3"
+    assert ScriptDirectory(str(tmp_path)).get_current_head() == "c3"
+
+
+def test_a_revision_only_alembic_can_read_is_read_by_alembic(tmp_path: Path) -> None:
+    write_history(tmp_path / "versions", {"a1": None})
+    (tmp_path / "versions" / "b2_x.py").write_text(
+        "REVISION = 'b2'\nrevision = REVISION\ndown_revision = 'a1'\n", encoding="utf-8"
+    )
+    (tmp_path / "script.py.mako").write_text("", encoding="utf-8")
+    assert revisions.app_head(tmp_path) == "b2"

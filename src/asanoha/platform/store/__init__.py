@@ -11,7 +11,6 @@ from asanoha.platform.store.events import (
     stream_version,
 )
 from asanoha.platform.store.projections import apply_entity_event, rebuild_projection
-from asanoha.platform.store.schema import create_all
 from asanoha.platform.store.tables import Tables, build_tables, platform_tables
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "append_event",
     "apply_entity_event",
     "build_tables",
-    "create_all",
     "platform_tables",
     "read_event",
     "read_events",

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from asanoha.platform.store.migrations.revisions import (
     APP_VERSION_TABLE,
     PLATFORM_VERSION_TABLE,
+    app_head,
     database_revision,
     platform_head,
+    record_platform_head,
 )
 from asanoha.platform.store.migrations.status import SchemaStatus, schema_status
 
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
         app_upgrade_sql,
         init_app_migrations,
         platform_upgrade_sql,
-        record_platform_head,
         run_env,
         upgrade_app,
         upgrade_platform,
@@ -33,6 +34,7 @@ __all__ = [
     "APP_VERSION_TABLE",
     "PLATFORM_VERSION_TABLE",
     "SchemaStatus",
+    "app_head",
     "app_upgrade_sql",
     "database_revision",
     "init_app_migrations",
@@ -52,7 +54,6 @@ _RUNNER = frozenset(
         "app_upgrade_sql",
         "init_app_migrations",
         "platform_upgrade_sql",
-        "record_platform_head",
         "run_env",
         "upgrade_app",
         "upgrade_platform",

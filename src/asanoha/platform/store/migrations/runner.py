@@ -11,15 +11,18 @@ Two migration histories share one database and never touch each other's tables:
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stdout
+from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Column, Connection, MetaData, String, Table, inspect
+from alembic.operations import ops
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import rev_id
+from sqlalchemy import Connection, Index, MetaData, Table, inspect
 
 from asanoha.platform.model import Registry
 from asanoha.platform.store.database import Database
@@ -27,13 +30,14 @@ from asanoha.platform.store.migrations.revisions import (
     APP_VERSION_TABLE,
     PLATFORM_FOLDER,
     PLATFORM_VERSION_TABLE,
+    app_head,
     database_revision,
-    platform_head,
 )
-from asanoha.platform.store.tables import UtcDateTime, build_tables
+from asanoha.platform.store.tables import ExactDecimal, UtcDateTime, build_tables
 
 PLATFORM_TABLE_PREFIX = "asanoha_"
-#: The revision a database made by ``create_all`` before migrations existed is adopted as.
+#: The revision a database whose platform tables were made before migrations existed is
+#: adopted as.
 BASELINE_REVISION = "0001"
 
 Scope = Literal["platform", "app"]
@@ -80,6 +84,8 @@ def _render_item(kind: str, item: Any, autogen_context: Any) -> str | Literal[Fa
     # Migrations are snapshots: they must not import asanoha's current type classes.
     if kind == "type" and isinstance(item, UtcDateTime):
         return "sa.DateTime(timezone=True)"
+    if kind == "type" and isinstance(item, ExactDecimal):
+        return "sa.Numeric(38, 10).with_variant(sa.Text(), 'sqlite')"
     return False
 
 
@@ -99,9 +105,15 @@ def run_env() -> None:
         # tx_id is added by the Postgres backend's own DDL (see backends.after_create).
         return not (kind == "column" and name == "tx_id" and table_name == "asanoha_events")
 
+    def include_name(name: str | None, kind: str, parent_names: Any) -> bool:
+        # Not even reflected: the other history's tables (the Postgres-only tx_id xid8 of
+        # asanoha_events would make SQLAlchemy warn about a type it does not know).
+        return kind != "table" or target.owns(name or "")
+
     options: dict[str, Any] = {
         "target_metadata": target.metadata,
         "version_table": target.version_table,
+        "include_name": include_name,
         "include_object": include_object,
         "render_item": _render_item,
         "compare_type": True,
@@ -127,39 +139,18 @@ def run_env() -> None:
         context.run_migrations()
 
 
-def record_platform_head(conn: Connection) -> None:
-    """Mark the platform tables as at the newest revision (``create_all`` just made them so)."""
-    version = Table(
-        PLATFORM_VERSION_TABLE,
-        MetaData(),
-        Column("version_num", String(32), primary_key=True),
-    )
-    version.create(conn, checkfirst=True)
-    conn.execute(version.delete())
-    conn.execute(version.insert().values(version_num=platform_head()))
-
-
-@contextmanager
-def _connection(database: Database) -> Iterator[Connection]:
-    with database.engine.begin() as conn:
-        yield conn
-
-
-def upgrade_platform(database: Database) -> tuple[str | None, str]:
+def upgrade_platform(conn: Connection) -> tuple[str | None, str]:
     """Bring the platform tables to the newest revision; returns (before, after).
 
-    A database whose platform tables were made by ``create_all`` before it recorded revisions
-    is adopted as the baseline revision first.
+    A database whose platform tables were made before it recorded revisions is adopted as
+    the baseline revision first.
     """
-    with _connection(database) as conn:
-        before = database_revision(conn, PLATFORM_VERSION_TABLE)
-        if before is None and inspect(conn).has_table("asanoha_events"):
-            command.stamp(
-                make_config(PLATFORM_FOLDER, platform_target(), connection=conn),
-                BASELINE_REVISION,
-            )
-        command.upgrade(make_config(PLATFORM_FOLDER, platform_target(), connection=conn), "heads")
-        after = database_revision(conn, PLATFORM_VERSION_TABLE)
+    before = database_revision(conn, PLATFORM_VERSION_TABLE)
+    config = make_config(PLATFORM_FOLDER, platform_target(), connection=conn)
+    if before is None and inspect(conn).has_table("asanoha_events"):
+        command.stamp(config, BASELINE_REVISION)
+    command.upgrade(config, "heads")
+    after = database_revision(conn, PLATFORM_VERSION_TABLE)
     assert after is not None
     return before, after
 
@@ -175,10 +166,38 @@ def platform_upgrade_sql(database: Database, since: str | None = None) -> str:
     return output.getvalue()
 
 
-def upgrade_app(folder: Path, registry: Registry, database: Database) -> None:
-    """Apply the application's own migrations in ``folder``."""
-    with _connection(database) as conn:
-        command.upgrade(make_config(folder, app_target(registry), connection=conn), "heads")
+def upgrade_app(conn: Connection, folder: Path, registry: Registry) -> tuple[str | None, str]:
+    """Apply the application's own migrations in ``folder``; returns (before, after).
+
+    A database that holds entity tables but no application revision had them made from the
+    code before the project had migrations (``asanoha migrate`` without a ``migrations/``
+    folder, ``serve`` on SQLite, ``App.create_schema()``): it is at the project's first
+    revision, which creates those tables, and is recorded so before the rest runs.
+    """
+    config = make_config(folder, app_target(registry), connection=conn)
+    before = database_revision(conn, APP_VERSION_TABLE)
+    if before is None and _holds_entity_tables(conn, registry):
+        command.stamp(config, first_app_revision(folder))
+    command.upgrade(config, "heads")
+    after = database_revision(conn, APP_VERSION_TABLE)
+    assert after is not None
+    return before, after
+
+
+def first_app_revision(folder: Path) -> str:
+    """The revision an application's history starts with (the one that creates its tables)."""
+    bases = ScriptDirectory(str(folder)).get_bases()
+    if len(bases) != 1:
+        raise RuntimeError(
+            f"the migrations in {folder / 'versions'} start with {len(bases)} revisions "
+            f"({', '.join(bases) or 'none'}); they must start with one"
+        )
+    return bases[0]
+
+
+def _holds_entity_tables(conn: Connection, registry: Registry) -> bool:
+    present = set(inspect(conn).get_table_names())
+    return any(table.name in present for table in build_tables(registry).entities.values())
 
 
 def app_upgrade_sql(folder: Path, registry: Registry, database: Database) -> str:
@@ -214,14 +233,104 @@ def init_app_migrations(folder: Path) -> None:
 def write_app_revision(
     folder: Path, registry: Registry, database: Database, message: str
 ) -> list[Path]:
-    """Autogenerate a migration of the entity tables into ``folder`` (the database is compared
-    with the registry, so apply earlier revisions first). Returns the files written."""
+    """Autogenerate a migration of the entity tables into ``folder``; returns the files written.
+
+    The database is compared with the registry, so apply earlier revisions first. The first
+    revision of a project creates every entity table: compared with a database that has
+    none, autogenerate writes exactly that; compared with a database whose tables were made
+    from the code before (see ``upgrade_app``), the tables as that database has them come
+    first, in a revision of their own, and the differences to the code follow in a second.
+    """
     init_app_migrations(folder)
-    with _connection(database) as conn:
+    target = app_target(registry)
+    is_first = app_head(folder) is None
+    with database.connect() as conn:
+
+        def start_with_the_tables(
+            context: MigrationContext, revision: Any, directives: list[ops.MigrationScript]
+        ) -> None:
+            directives[:] = _with_existing_tables_first(conn, target, directives[0])
+
         scripts = command.revision(
-            make_config(folder, app_target(registry), connection=conn),
+            make_config(folder, target, connection=conn),
             message=message,
             autogenerate=True,
+            process_revision_directives=start_with_the_tables if is_first else None,
         )
     written = scripts if isinstance(scripts, list) else [scripts]
     return [Path(script.path) for script in written if script is not None]
+
+
+#: The message of the revision that holds the tables a database had before the project's
+#: first migration, when the author's change follows in a revision of its own.
+EXISTING_TABLES_MESSAGE = "initial entity tables"
+
+
+def _with_existing_tables_first(
+    conn: Connection, target: MigrationTarget, changes: ops.MigrationScript
+) -> list[ops.MigrationScript]:
+    """The revisions of a project's first ``migrate revision``: ``changes`` (what the database
+    lacks), preceded by the tables the database already has, if it has any."""
+    existing = tables_as_the_database_has_them(conn, target)
+    if not existing.tables:
+        return [changes]
+    upgrade = ops.UpgradeOps(
+        [ops.CreateTableOp.from_table(table) for table in existing.sorted_tables]
+        + [
+            ops.CreateIndexOp.from_index(index)
+            for table in existing.sorted_tables
+            for index in sorted(table.indexes, key=lambda index: str(index.name))
+        ]
+    )
+    first = ops.MigrationScript(
+        rev_id=rev_id(),
+        message=EXISTING_TABLES_MESSAGE,
+        upgrade_ops=upgrade,
+        downgrade_ops=upgrade.reverse(),
+        head=changes.head,
+    )
+    if all(step.is_empty() for step in changes.upgrade_ops_list):
+        # Nothing changed since: one revision, under the author's message.
+        first.rev_id, first.message = changes.rev_id, changes.message
+        return [first]
+    changes.head = first.rev_id
+    return [first, changes]
+
+
+def tables_as_the_database_has_them(conn: Connection, target: MigrationTarget) -> MetaData:
+    """The application's tables that exist, reflected, with the code's column types.
+
+    Reflected types are the dialect's (``CHAR(32)`` for a uuid on SQLite, ``JSONB`` on
+    Postgres): the code's portable types let the revision run on either database. Columns,
+    nullability and indexes stay as the database has them, so that the next revision's
+    differences apply on top.
+    """
+    declared: dict[str, Table] = {table.name: table for table in target.metadata.tables.values()}
+    existing = MetaData()
+    for name in sorted(inspect(conn).get_table_names()):
+        if name == target.version_table or not target.owns(name):
+            continue
+        table = Table(name, existing, autoload_with=conn)
+        _drop_reflection_details(table)
+        code = declared.get(name)
+        if code is None:
+            continue
+        for column in table.columns:
+            if column.name in code.c:
+                column.type = code.c[column.name].type
+    return existing
+
+
+def _drop_reflection_details(table: Table) -> None:
+    """Leave out what reflection adds that the code never declares, so the revision reads
+    like one written from the code: default constraint names, ``autoincrement=False``, one
+    dialect's index options."""
+    table.primary_key.name = None
+    for column in table.columns:
+        column.autoincrement = "auto"
+    for index in list(table.indexes):
+        columns = [table.c[column.name] for column in index.columns]
+        if len(columns) != len(index.expressions):
+            continue  # an index on expressions: kept as reflected
+        table.indexes.discard(index)
+        Index(index.name, *columns, unique=bool(index.unique))

@@ -1,4 +1,4 @@
-"""Is the database's schema what the code expects? Checked by ``serve`` and ``worker`` at start."""
+"""Is the database's schema what the code expects? Checked by every command at start."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from asanoha.platform.store.database import Database
 from asanoha.platform.store.migrations.revisions import (
     APP_VERSION_TABLE,
     PLATFORM_VERSION_TABLE,
+    app_head,
     database_revision,
     platform_head,
 )
@@ -71,15 +72,12 @@ def schema_status(
     writes and reads (``UndefinedColumn``); other differences are for the migration author.
     """
     expected = build_tables(registry)
-    app_head = None
-    if app_migrations is not None and (app_migrations / "versions").is_dir():
-        # An application's own history can be anything Alembic reads: let Alembic read it.
-        from alembic.script import ScriptDirectory
-
-        app_head = ScriptDirectory(str(app_migrations)).get_current_head()
+    newest_app_revision = app_head(app_migrations) if app_migrations is not None else None
     with database.connect() as conn:
         platform_revision = database_revision(conn, PLATFORM_VERSION_TABLE)
-        app_revision = database_revision(conn, APP_VERSION_TABLE) if app_head is not None else None
+        app_revision = (
+            database_revision(conn, APP_VERSION_TABLE) if newest_app_revision is not None else None
+        )
         inspector = inspect(conn)
         present = set(inspector.get_table_names())
         missing_tables, missing_columns = [], []
@@ -97,7 +95,7 @@ def schema_status(
         platform_revision=platform_revision,
         platform_head=platform_head(),
         app_revision=app_revision,
-        app_head=app_head,
+        app_head=newest_app_revision,
         missing_tables=tuple(missing_tables),
         missing_columns=tuple(missing_columns),
     )
