@@ -15,6 +15,7 @@ from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
 from asanoha.platform.model.handlers import (
+    CONSUMER_BACKOFF,
     ConsumerDef,
     ConsumerStart,
     CrudVerb,
@@ -320,12 +321,15 @@ class Feature:
         max_attempts: int = 5,
         start: ConsumerStart = "beginning",
         acts_for_system: str | None = None,
+        backoff: Backoff | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(event: StoredEvent, ctx: ConsumerContext)`` as
         ``<feature>:consumer:<name>``: called once per committed event of the types ``on``
-        (domain or entity event QNs), in order; after ``max_attempts`` failures at one event
-        the consumer is dead there until restarted or told to skip it. ``start="now"`` makes a
-        new consumer begin at the newest event instead of the first.
+        (domain or entity event QNs), in order; a failing event is tried again after
+        ``backoff`` (default ``Backoff.exponential(base=2.0, max=300.0)``), and after
+        ``max_attempts`` failures at one event the consumer is dead there until restarted or
+        told to skip it. ``start="now"`` makes a new consumer begin at the newest event
+        instead of the first.
         ``acts_for_system="<reason>"``: the consumer's gated operations are not limited by
         the risk of the agent call that began the event's chain."""
         qn = make_qn(self.name, "consumer", name)
@@ -342,6 +346,10 @@ class Feature:
             raise DefinitionError(f"{qn}: start must be 'beginning' or 'now', not {start!r}")
         if len(set(event_types)) != len(event_types):
             raise DefinitionError(f"{qn}: on= names an event type twice")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise DefinitionError(
+                f"{qn}: backoff must be Backoff.fixed(...) or Backoff.exponential(...)"
+            )
 
         def register(func: F) -> F:
             if inspect.iscoroutinefunction(func):
@@ -360,6 +368,7 @@ class Feature:
                     max_attempts=max_attempts,
                     start=start,
                     acts_for_system=system_reason,
+                    backoff=backoff or CONSUMER_BACKOFF,
                 )
             )
             return func

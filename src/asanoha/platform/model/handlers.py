@@ -21,6 +21,9 @@ HandlerKind = Literal["write", "query"]
 CrudVerb = Literal["create", "update", "delete", "restore", "list", "detail"]
 Lane = Literal["worker", "api"]
 ConsumerStart = Literal["beginning", "now"]
+#: Waits between a consumer's attempts at a failing event: 2, 4, 8, 16 s, so the default five
+#: attempts ride out a downstream outage of about half a minute before the consumer is dead.
+CONSUMER_BACKOFF = Backoff.exponential(base=2.0, max=300.0)
 HandlerFunc = Callable[[Any, Any], Any]
 #: ``hook(changes, previous_row_or_None, is_new) -> changes``
 PreSaveHook = Callable[[dict[str, Any], dict[str, Any] | None, bool], dict[str, Any]]
@@ -132,6 +135,8 @@ class ConsumerDef:
     #: Why the consumer acts for the system, not for the principal whose chain appended the
     #: event: a chain an agent began below ``high`` then does not limit its gated operations.
     acts_for_system: str | None = None
+    #: The wait after failed attempt n at an event before attempt n + 1.
+    backoff: Backoff = CONSUMER_BACKOFF
 
 
 def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:

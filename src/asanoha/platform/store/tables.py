@@ -218,8 +218,9 @@ def build_tables(registry: Registry) -> Tables:
         "asanoha_consumers",
         metadata,
         Column("name", String(200), primary_key=True),
-        # Every event up to ``position`` was handled, except the ``gaps``: ids below it whose
-        # writer had not committed when the consumer passed them (Postgres only).
+        # Every event up to ``position`` was handled, except the ``gaps``: ranges of ids below
+        # it whose writer had not committed when the consumer passed them (Postgres only),
+        # stored as ``[[first, last, bound], ...]``.
         Column("position", Position, nullable=False, default=0),
         Column("gaps", Json, nullable=False, default=list),
         # The event types it follows (kept in step with its definition when the app boots),
@@ -230,6 +231,12 @@ def build_tables(registry: Registry) -> Tables:
         Column("attempts", Integer, nullable=False, default=0),
         Column("event_id", Position, nullable=True),
         Column("last_error", Text, nullable=True),
+        # When the next attempt at ``event_id`` may start (the consumer's backoff); ``None``
+        # when it is not stopped, or dead there.
+        Column("retry_at", Timestamp, nullable=True),
+        # The status ``enable`` gives back to a disabled consumer (``dead`` stays dead);
+        # ``None``: idle.
+        Column("resume_status", String(16), nullable=True),
         # Events an operator skipped: [{"event_id", "error", "at"}].
         Column("skipped", Json, nullable=False, default=list),
         Column("updated_at", Timestamp, nullable=False),
