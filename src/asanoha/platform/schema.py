@@ -21,8 +21,8 @@ from pathlib import Path
 
 from sqlalchemy import Connection, inspect
 
-from asanoha.platform.consumers.cursors import register_cursors
 from asanoha.platform.consumers.job_triggers import consumer_definitions
+from asanoha.platform.consumers.registration import register_cursors
 from asanoha.platform.model import Registry
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.database import Database

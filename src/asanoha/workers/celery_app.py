@@ -114,7 +114,7 @@ def make_celery(app: App) -> CeleryJobs:
         register_job_task(celery, runner, job, settings)
     register_cron_tasks(celery, app.service, settings)
     if app.consumers:
-        register_advance_task(celery, app.consumers)
+        register_advance_task(celery, app.consumers, settings)
         if settings.consumer_tick_interval > 0:
             add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
     relay = RelayLoop(

@@ -6,18 +6,25 @@ follows, the writing process publishes the advance task, at most once per ``WAKE
 a burst of 1,000 writes publishes a handful of tasks, and none of them from the writer's
 thread. The task advances every consumer; a second one running at the same time skips the
 cursors the first holds (``FOR UPDATE SKIP LOCKED``).
+
+Without the workers' tick (``ASANOHA_CONSUMER_TICK_INTERVAL=0``) the task is the only driver,
+so it leaves nothing behind: a cursor it found held by someone else (a pass whose scan came
+before the event that woke it, an operator's command) gets a follow-up task shortly after,
+and a consumer waiting for its next attempt at a failing event gets one when it is due.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from celery import Celery, Task
 
-from asanoha.platform.consumers import Consumers
+from asanoha.platform.consumers import Consumers, Round
 from asanoha.platform.settings import Settings
 from asanoha.workers.lanes import queue_name
 
@@ -27,27 +34,78 @@ WAKE_INTERVAL = 0.05
 #: Seconds an advance task may wait in the queue before it is dropped: a later wake-up or
 #: the tick does the same work.
 ADVANCE_EXPIRES = 60.0
+#: Seconds before a follow-up tries a cursor that was held by someone else.
+BUSY_FOLLOW_UP = 0.5
 
 log = logging.getLogger("asanoha.consumers")
 
 
-def register_advance_task(celery: Celery, consumers: Consumers) -> Task:
-    """The task that advances every consumer until it has caught up."""
+def register_advance_task(celery: Celery, consumers: Consumers, settings: Settings) -> Task:
+    """The task that advances every consumer until it has caught up (and, without the
+    workers' tick, schedules its own follow-ups)."""
+    follow_ups = FollowUps(lambda delay: publish_advance(celery, settings, countdown=delay))
+    ticking = settings.consumer_tick_interval > 0
 
     @celery.task(name=ADVANCE_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance_consumers() -> int:
-        return consumers.run_once()
+        round_ = consumers.run()
+        if not ticking:
+            delay = follow_up_delay(round_, settings.broker_countdown_max)
+            if delay is not None:
+                follow_ups.want(delay)
+        return round_.delivered
 
     task: Task = advance_consumers
     return task
 
 
-def publish_advance(celery: Celery, settings: Settings) -> None:
-    """Send one advance task to the worker lane."""
+def follow_up_delay(round_: Round, longest: float) -> float | None:
+    """Seconds until the next advance ``round_`` asks for, at most ``longest`` (a longer
+    wait is a chain of follow-ups, so the broker never holds a long countdown); ``None``:
+    none needed."""
+    delays: list[float] = []
+    if round_.busy:
+        delays.append(BUSY_FOLLOW_UP)
+    if round_.next_attempt_at is not None:
+        due = (round_.next_attempt_at - dt.datetime.now(dt.UTC)).total_seconds()
+        delays.append(max(0.0, due))
+    return min(min(delays), longest) if delays else None
+
+
+class FollowUps:
+    """The follow-up advance tasks one process has scheduled: a need that one already
+    scheduled covers (it runs earlier and asks again) schedules nothing."""
+
+    #: Seconds by which a scheduled follow-up may come after the one wanted and still do.
+    SLACK = 0.05
+
+    def __init__(self, send: Callable[[float], None]) -> None:
+        self._send = send
+        self._due: float | None = None
+        self._lock = threading.Lock()
+
+    def want(self, delay: float) -> None:
+        """Have an advance task run in ``delay`` seconds, unless one is due by then."""
+        now = time.monotonic()
+        with self._lock:
+            if self._due is not None and now < self._due <= now + delay + self.SLACK:
+                return
+            self._due = now + delay
+        try:
+            self._send(delay)
+        except Exception:
+            with self._lock:
+                self._due = None
+            log.warning("scheduling a consumer follow-up failed", exc_info=True)
+
+
+def publish_advance(celery: Celery, settings: Settings, *, countdown: float = 0.0) -> None:
+    """Send one advance task to the worker lane (in ``countdown`` seconds)."""
     celery.send_task(
         ADVANCE_TASK_NAME,
         queue=queue_name(settings.queue_prefix, "worker"),
-        expires=ADVANCE_EXPIRES,
+        countdown=countdown or None,
+        expires=countdown + ADVANCE_EXPIRES,
     )
 
 

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from asanoha.platform.consumers import consumers_behind
+from asanoha.platform.consumers import (
+    RunningPass,
+    consumers_behind,
+    describe_running,
+    seconds_until_due,
+)
 from asanoha.platform.service.outbox import count_unfinished
 from asanoha.workers.lanes import lane_queues
 from asanoha.workers.pending import PendingWork
@@ -62,12 +67,21 @@ class JobFailedError(AssertionError):
 class DrainTimeoutError(AssertionError):
     """Work was still pending when the drain's timeout ran out."""
 
-    def __init__(self, timeout: float, pending: PendingWork, *, stuck: bool = False) -> None:
+    def __init__(
+        self,
+        timeout: float,
+        pending: PendingWork,
+        *,
+        stuck: bool = False,
+        running: Sequence[RunningPass] = (),
+    ) -> None:
         self.pending = pending
+        self.running = tuple(running)
         stalled = " (its last pass did not finish: does the broker or database answer?)"
+        passes = f"; {describe_running(running)}" if running else ""
         super().__init__(
             f"drain() timed out after {timeout:g} s{stalled if stuck else ''}; "
-            f"still pending: {pending.describe()}"
+            f"still pending: {pending.describe()}{passes}"
         )
 
 
@@ -103,20 +117,35 @@ class Drainer:
             self._jobs.outcomes.changed.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise DrainTimeoutError(timeout, pending)
+                raise DrainTimeoutError(timeout, pending, running=self._running())
             started = time.monotonic()
             pass_ = self._passes.submit(self._pass)
             try:
                 pending = pass_.result(timeout=remaining)
             except FutureTimeout:
                 stalled = time.monotonic() - started >= min(STALLED_PASS, timeout / 2)
-                raise DrainTimeoutError(timeout, pending, stuck=stalled) from None
+                raise DrainTimeoutError(
+                    timeout, pending, stuck=stalled, running=self._running()
+                ) from None
             idle = idle + 1 if pending.total == 0 else 0
             if idle >= IDLE_PASSES:
                 return self._settle()
-            if time.monotonic() >= deadline:
-                raise DrainTimeoutError(timeout, pending)
-            self._jobs.outcomes.changed.wait(self._poll_interval)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DrainTimeoutError(timeout, pending, running=self._running())
+            self._jobs.outcomes.changed.wait(min(self._wait(pending), remaining))
+
+    def _wait(self, pending: PendingWork) -> float:
+        """Seconds until the next pass: the poll interval, or, when all that is pending is
+        consumers waiting for their next attempt at a failing event, until the first is due
+        (a job outcome still wakes the drain earlier)."""
+        if pending.total != len(pending.consumers):
+            return self._poll_interval
+        return seconds_until_due(pending.consumers, self._poll_interval)
+
+    def _running(self) -> list[RunningPass]:
+        consumers = self._app.consumers
+        return consumers.running() if consumers else []
 
     def forget(self) -> None:
         """Forget every run seen so far (the tables were emptied: ids may start over)."""

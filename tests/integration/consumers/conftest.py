@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import Connection
 
-from asanoha import Access, Entity, Feature, fields
+from asanoha import Access, Backoff, Entity, Feature, fields
 from asanoha.platform.consumers import ConsumerContext
 from asanoha.platform.model import ConsumerStart
 from asanoha.platform.store import StoredEvent, append_event, stream_version
@@ -21,6 +21,8 @@ from asanoha.testing.plugin import StackFactory
 TENANT = "tenant-a"
 ADMIN = Access(roles=["Admin"])
 Handler = Callable[[StoredEvent, ConsumerContext], None]
+#: Attempts at a failing event one after the other (what most tests here want).
+NO_BACKOFF = Backoff.fixed(0)
 
 
 class Posted(BaseModel):
@@ -38,9 +40,11 @@ def ledger(
     name: str = "ledger",
     max_attempts: int = 3,
     start: ConsumerStart = "beginning",
+    backoff: Backoff = NO_BACKOFF,
 ) -> Feature:
     """A feature with an entity (``entry``), a domain event (``posted``), a write that appends
-    it (``post``) and a consumer ``follow`` of ``posted`` calling ``handler``."""
+    it (``post``) and a consumer ``follow`` of ``posted`` calling ``handler`` (by default
+    without a wait between attempts)."""
     feature = Feature(name)
     feature.entity(
         "entry",
@@ -58,7 +62,9 @@ def ledger(
     def post(payload: Post, ctx: Any) -> int:
         return int(ctx.append_event(posted, {"n": payload.n}, stream_id=payload.stream).id)
 
-    @feature.consumer("follow", on=[posted.qn], max_attempts=max_attempts, start=start)
+    @feature.consumer(
+        "follow", on=[posted.qn], max_attempts=max_attempts, start=start, backoff=backoff
+    )
     def follow(event: StoredEvent, ctx: ConsumerContext) -> None:
         if handler is not None:
             handler(event, ctx)

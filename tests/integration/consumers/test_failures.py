@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import NullPool
 
 from asanoha.platform.consumers import ConsumerContext, ConsumerDeadError
@@ -169,4 +170,30 @@ def test_a_drain_timeout_lists_consumers_behind_with_their_lag(consumer_stack):
     append(stack, "s", 2)
     with pytest.raises(AssertionError) as raised:
         stack.drain(timeout=0.3)
-    assert f"consumers behind: {FOLLOW} (lag 2)" in str(raised.value)
+    assert f"consumers behind: {FOLLOW} (lag 2; stopped at event " in str(raised.value)
+    assert "ValueError: cannot book n=1" in str(raised.value)
+
+
+def test_a_handler_that_catches_a_database_error_is_recorded_failed_and_keeps_nothing(
+    asanoha_stack,
+):
+    # On Postgres the error aborts the transaction: the handler returns normally, but what it
+    # did cannot commit. It is an attempt that failed, not a pass that crashes forever.
+    def handler(event: StoredEvent, ctx: ConsumerContext) -> None:
+        ctx.entity("entry").create({"note": "before", "event_id": event.id})
+        with contextlib.suppress(DBAPIError):
+            ctx.request.conn.execute(text("SELECT 1 / 0"))
+
+    stack = asanoha_stack(features=[ledger(handler, max_attempts=2)])
+    event = append(stack, "s")
+    stack.consumers.run_once()
+    [status] = stack.consumers.status()
+    assert (status.status, status.attempts, status.event_id) == ("idle", 1, event.id)
+    assert status.last_error is not None
+    assert status.last_error.startswith(
+        "HandlerReturnedAfterDatabaseError: the handler returned, but a database error it "
+        "caught had aborted its transaction"
+    )
+    with pytest.raises(ConsumerDeadError):
+        stack.drain(timeout=10)
+    assert entry_event_ids(stack) == []

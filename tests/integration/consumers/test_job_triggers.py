@@ -1,22 +1,25 @@
 """Event-triggered jobs and the Celery driver: the job-trigger consumer enqueues through the
 outbox once per (job, event); ``drain()`` waits for the whole cascade; a commit wakes the
-consumers through one task; every worker ticks them."""
+consumers through one task; every worker ticks them; every driver honours the backoff."""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
 import pytest
+from celery.signals import task_postrun
 from pydantic import BaseModel
 from sqlalchemy import func, select, update
 
-from asanoha import Access, Feature
+from asanoha import Access, Backoff, Feature
 from asanoha.platform.consumers import JOB_TRIGGER_CONSUMER, ConsumerContext, ConsumerDeadError
 from asanoha.platform.store import StoredEvent
 from asanoha.testing import TestUsers
 from asanoha.workers import DrainTimeoutError
+from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
 
 #: No consumer driver besides drain(): no wake-up task, no worker tick.
 NO_DRIVER = {"consumer_wake": False, "consumer_tick_interval": 0}
@@ -149,7 +152,9 @@ def test_every_worker_ticks_the_consumers(asanoha_stack):
 def _stuck(max_attempts: int) -> Feature:
     feature = _follower(threading.Event())
 
-    @feature.consumer("refuse", on=["wake:event:rang"], max_attempts=max_attempts)
+    @feature.consumer(
+        "refuse", on=["wake:event:rang"], max_attempts=max_attempts, backoff=Backoff.fixed(0)
+    )
     def refuse(event: StoredEvent, ctx: ConsumerContext) -> None:
         raise LookupError(f"no mailbox for event {event.id}")
 
@@ -170,4 +175,74 @@ def test_a_drain_timeout_with_jobs_lists_the_consumers_behind(asanoha_stack):
     stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
     with pytest.raises(DrainTimeoutError) as raised:
         stack.drain(timeout=0.5)
-    assert "consumers behind: wake:consumer:refuse (lag 1)" in str(raised.value)
+    assert "consumers behind: wake:consumer:refuse (lag 1; stopped at event" in str(raised.value)
+    assert "LookupError: no mailbox for event" in str(raised.value)
+
+
+def test_without_the_tick_a_wake_up_that_finds_the_cursor_held_is_not_lost(asanoha_stack):
+    # The advance task finds the cursor locked by someone whose scan came before the event
+    # (here a transaction of the test's). Nothing else would ever advance it.
+    seen = threading.Event()
+    stack = asanoha_stack(
+        features=[_follower(seen)],
+        jobs=True,
+        settings={"consumer_wake": True, "consumer_tick_interval": 0},
+    )
+    stack.consumers.register()
+    advanced = threading.Event()
+
+    def on_postrun(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "name", None) == ADVANCE_TASK_NAME:
+            advanced.set()
+
+    task_postrun.connect(on_postrun, weak=False)
+    consumers = stack.tables.consumers
+    try:
+        with stack.db.engine.connect() as holder:
+            holder.begin()
+            holder.execute(
+                select(consumers.c.name)
+                .where(consumers.c.name == "wake:consumer:listen")
+                .with_for_update()
+            )
+            stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
+            assert advanced.wait(WAIT), "the wake-up never ran"
+            assert not seen.is_set()
+            holder.commit()
+        assert seen.wait(WAIT)
+    finally:
+        task_postrun.disconnect(on_postrun)
+
+
+def _flaky(backoff: Backoff, seen: threading.Event, calls: list[float]) -> Feature:
+    feature = _follower(threading.Event())
+
+    @feature.consumer("flaky", on=["wake:event:rang"], backoff=backoff)
+    def flaky(event: StoredEvent, ctx: ConsumerContext) -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise ConnectionError("the partner's API is down")
+        seen.set()
+
+    return feature
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        {"consumer_wake": False, "consumer_tick_interval": 0.05},
+        {"consumer_wake": True, "consumer_tick_interval": 0},
+    ],
+    ids=["tick", "wake-up-without-tick"],
+)
+def test_every_driver_waits_for_the_backoff_and_then_tries_again(asanoha_stack, driver):
+    seen = threading.Event()
+    calls: list[float] = []
+    stack = asanoha_stack(
+        features=[_flaky(Backoff.fixed(1.0), seen, calls)], jobs=True, settings=driver
+    )
+    stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
+    # Nobody writes again: the driver itself comes back when the next attempt is due.
+    assert seen.wait(WAIT)
+    assert len(calls) == 2
+    assert calls[1] - calls[0] >= 1.0

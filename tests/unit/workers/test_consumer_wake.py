@@ -1,10 +1,13 @@
-"""Wake-ups after commits are coalesced: a burst publishes a handful of tasks, not one each."""
+"""Wake-ups after commits are coalesced: a burst publishes a handful of tasks, not one each;
+follow-ups of the advance task are scheduled once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
-from asanoha.workers.consumer_wake import ConsumerWaker
+from asanoha.platform.consumers import Round
+from asanoha.workers.consumer_wake import BUSY_FOLLOW_UP, ConsumerWaker, FollowUps, follow_up_delay
 
 
 def test_a_burst_of_wakes_publishes_one_or_two_tasks():
@@ -35,3 +38,25 @@ def test_a_wake_after_a_quiet_period_publishes_again():
         assert sent.acquire(timeout=10)
     finally:
         waker.close()
+
+
+def test_a_round_that_left_a_cursor_held_or_a_retry_asks_for_a_follow_up():
+    now = dt.datetime.now(dt.UTC)
+    assert follow_up_delay(Round(delivered=3), 60) is None
+    assert follow_up_delay(Round(busy=("a:consumer:b",)), 60) == BUSY_FOLLOW_UP
+    soon = follow_up_delay(Round(next_attempt_at=now + dt.timedelta(seconds=5)), 60)
+    assert soon is not None and 4 < soon <= 5
+    # Long waits are a chain of follow-ups: the broker never holds a long countdown.
+    assert follow_up_delay(Round(next_attempt_at=now + dt.timedelta(hours=1)), 60) == 60
+    assert follow_up_delay(Round(next_attempt_at=now - dt.timedelta(seconds=1)), 60) == 0
+
+
+def test_a_follow_up_already_scheduled_earlier_covers_a_later_one():
+    sent: list[float] = []
+    follow_ups = FollowUps(sent.append)
+    follow_ups.want(2.0)
+    follow_ups.want(5.0)
+    follow_ups.want(2.0)
+    assert sent == [2.0]
+    follow_ups.want(0.5)
+    assert sent == [2.0, 0.5]

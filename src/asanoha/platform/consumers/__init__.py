@@ -11,12 +11,14 @@ from asanoha.platform.consumers.drain import (
     ConsumerDrainTimeoutError,
     consumers_behind,
     describe_behind,
+    describe_running,
     drain_consumers,
+    seconds_until_due,
 )
 from asanoha.platform.consumers.job_triggers import JOB_TRIGGER_CONSUMER, consumer_definitions
 from asanoha.platform.consumers.operations import ConsumerStatus
 from asanoha.platform.consumers.passes import PassResult
-from asanoha.platform.consumers.registry import Consumers
+from asanoha.platform.consumers.registry import Consumers, Round, RunningPass
 
 __all__ = [
     "JOB_TRIGGER_CONSUMER",
@@ -27,8 +29,12 @@ __all__ = [
     "Consumers",
     "Gap",
     "PassResult",
+    "Round",
+    "RunningPass",
     "consumer_definitions",
     "consumers_behind",
     "describe_behind",
+    "describe_running",
     "drain_consumers",
+    "seconds_until_due",
 ]

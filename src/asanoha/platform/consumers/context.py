@@ -8,7 +8,7 @@ import uuid
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, NestedTransaction
+from sqlalchemy import Connection
 
 from asanoha.platform.model import ConsumerDef, SessionUser
 from asanoha.platform.store import StoredEvent
@@ -16,6 +16,11 @@ from asanoha.platform.store import StoredEvent
 if TYPE_CHECKING:
     from asanoha.platform.service import EntityExecutor, Service
     from asanoha.platform.service.request import Request
+
+#: The savepoint of one delivery. Taken with plain SQL rather than ``begin_nested()``: when a
+#: handler caught a database error, Postgres refuses the RELEASE, and SQLAlchemy then drops
+#: its savepoint object without rolling back to it, leaving the pass's transaction aborted.
+SAVEPOINT = "asanoha_delivery"
 
 
 class ConsumerContext:
@@ -38,7 +43,7 @@ class ConsumerContext:
         self.consumer = consumer
         self.event = event
         self._conn = conn
-        self._savepoint: NestedTransaction | None = None
+        self._in_savepoint = False
         self._unit: AbstractContextManager[Request] | None = None
         self._request: Request | None = None
 
@@ -94,7 +99,8 @@ class ConsumerContext:
         if self._request is None:
             from asanoha.platform.service.request import Acting, RequestMeta, WriteOrigin
 
-            self._savepoint = self._conn.begin_nested()
+            self._conn.exec_driver_sql(f"SAVEPOINT {SAVEPOINT}")
+            self._in_savepoint = True
             metadata = self.event.metadata
             self._unit = self.service.unit_of_work(
                 self.system_user,
@@ -112,17 +118,27 @@ class ConsumerContext:
     # -- for the pass -----------------------------------------------------------------------
 
     def finish(self, error: BaseException | None) -> None:
-        """Keep this delivery's effects (``error`` is ``None``) or roll them back."""
-        if self._unit is not None:
+        """Keep this delivery's effects (``error`` is ``None``) or roll them back.
+
+        Called again with the error when keeping them failed (a handler that caught a
+        database error leaves the transaction aborted, and the savepoint's release fails):
+        the second call only rolls the savepoint back.
+        """
+        unit, self._unit = self._unit, None
+        if unit is not None:
             if error is None:
-                self._unit.__exit__(None, None, None)
+                unit.__exit__(None, None, None)
             else:
-                self._unit.__exit__(type(error), error, error.__traceback__)
-        if self._savepoint is not None:
-            if error is None:
-                self._savepoint.commit()
-            else:
-                self._savepoint.rollback()
+                unit.__exit__(type(error), error, error.__traceback__)
+        if not self._in_savepoint:
+            return
+        if error is None:
+            self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        else:
+            # Also clears a transaction a caught database error left aborted.
+            self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        self._in_savepoint = False
 
     def after_commit(self) -> None:
         """Publish the jobs this delivery enqueued and announce its events (pass committed)."""

@@ -7,10 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select, update
 
-from asanoha.platform.model import ConsumerDef
-from asanoha.platform.store import Backend, Tables
+from asanoha.platform.store import Tables
 
 ConsumerStatusName = Literal["idle", "dead", "disabled"]
 #: Longest error text kept on a cursor row.
@@ -19,15 +18,40 @@ MAX_ERROR_LENGTH = 2000
 
 @dataclass(frozen=True)
 class Gap:
-    """An event id below the position that was not visible when the consumer passed it.
+    """A range of event ids below the position (``first`` to ``last``, both included) that
+    were not visible when the consumer passed them.
 
-    Its writer may still commit it (then it is delivered late) or may have rolled back (then
-    the id never appears). ``bound`` is a transaction id above every transaction that could
-    hold the id, or ``None`` until the next pass has drawn one (see ``visibility``).
+    Their writers may still commit them (then they are delivered late) or may have rolled
+    back (then the ids never appear). ``bound`` is a transaction id above every transaction
+    that could hold one of them, or ``None`` until the next pass has drawn one (see
+    ``visibility``). A range, not an id each, so a rollback of 50,000 appends costs one entry.
     """
 
-    id: int
+    first: int
+    last: int
     bound: int | None = None
+
+    @property
+    def size(self) -> int:
+        """How many ids the range holds."""
+        return self.last - self.first + 1
+
+    def __contains__(self, event_id: object) -> bool:
+        return isinstance(event_id, int) and self.first <= event_id <= self.last
+
+    def without(self, ids: Iterable[int]) -> list[Gap]:
+        """The parts of this range that are left once ``ids`` (sorted) are taken out."""
+        parts: list[Gap] = []
+        first = self.first
+        for event_id in ids:
+            if event_id < first or event_id > self.last:
+                continue
+            if event_id > first:
+                parts.append(Gap(first, event_id - 1, self.bound))
+            first = event_id + 1
+        if first <= self.last:
+            parts.append(Gap(first, self.last, self.bound))
+        return parts
 
 
 @dataclass(frozen=True)
@@ -46,18 +70,38 @@ class Cursor:
     #: The locking transaction's id (Postgres); ``None`` on SQLite.
     xid: int | None = None
     skipped: tuple[dict[str, Any], ...] = field(default=())
+    #: When the next attempt at ``event_id`` may start; ``None``: now (or dead).
+    retry_at: dt.datetime | None = None
+    #: What ``enable`` restores when the consumer is disabled (``None``: idle).
+    resume_status: ConsumerStatusName | None = None
+
+    @property
+    def gap_ids(self) -> int:
+        """How many ids the gaps hold."""
+        return sum(gap.size for gap in self.gaps)
+
+    def waiting(self, now: dt.datetime) -> bool:
+        """Whether the consumer is stopped at an event whose next attempt is not due yet."""
+        return self.retry_at is not None and self.retry_at > now
 
 
 def gaps_from_json(value: Any) -> tuple[Gap, ...]:
-    """Gaps as stored: ``[[id, bound-or-null], ...]``."""
-    return tuple(
-        Gap(int(item[0]), None if item[1] is None else int(item[1])) for item in value or ()
-    )
+    """Gaps as stored: ``[[first, last, bound-or-null], ...]``; rows written before gaps were
+    ranges hold ``[[id, bound-or-null], ...]`` and read the same."""
+    gaps: list[Gap] = []
+    for item in value or ():
+        if len(item) == 2:
+            first = last = int(item[0])
+            bound = item[1]
+        else:
+            first, last, bound = int(item[0]), int(item[1]), item[2]
+        gaps.append(Gap(first, last, None if bound is None else int(bound)))
+    return tuple(gaps)
 
 
 def gaps_to_json(gaps: Iterable[Gap]) -> list[list[int | None]]:
     """The stored form of ``gaps``."""
-    return [[gap.id, gap.bound] for gap in gaps]
+    return [[gap.first, gap.last, gap.bound] for gap in gaps]
 
 
 def cursor_from_row(row: Any, xid: int | None = None) -> Cursor:
@@ -73,6 +117,8 @@ def cursor_from_row(row: Any, xid: int | None = None) -> Cursor:
         types=tuple(row["types"] or ()),
         xid=xid,
         skipped=tuple(row["skipped"] or ()),
+        retry_at=_aware(row["retry_at"]),
+        resume_status=row["resume_status"],
     )
 
 
@@ -111,50 +157,14 @@ def save_cursor(conn: Connection, tables: Tables, name: str, **values: Any) -> N
     )
 
 
-def register_cursors(
-    conn: Connection, backend: Backend, tables: Tables, definitions: Iterable[ConsumerDef]
-) -> list[str]:
-    """Insert the missing cursor rows and bring the event types of existing ones in step with
-    their definitions; return the names inserted.
-
-    A new consumer starts before the first event, or with ``start="now"`` at the newest one.
-    A row that exists keeps its position (a redeploy does not replay or skip anything).
-    """
-    consumers, events = tables.consumers, tables.events
-    wanted = {definition.qn: definition for definition in definitions}
-    query = select(consumers.c.name, consumers.c.types).where(consumers.c.name.in_(list(wanted)))
-    existing = {row.name: list(row.types or ()) for row in conn.execute(query)}
-    head: int | None = None
-    created: list[str] = []
-    for name, definition in wanted.items():
-        types = list(definition.on)
-        if name in existing:
-            if existing[name] != types:
-                save_cursor(conn, tables, name, types=types)
-            continue
-        position = 0
-        if definition.start == "now":
-            if head is None:
-                head = int(
-                    conn.execute(select(func.coalesce(func.max(events.c.id), 0))).scalar_one()
-                )
-            position = head
-        row = {
-            "name": name,
-            "position": position,
-            "gaps": [],
-            "types": types,
-            "status": "idle",
-            "attempts": 0,
-            "skipped": [],
-            "updated_at": dt.datetime.now(dt.UTC),
-        }
-        if backend.insert_unless_exists(conn, tables.consumers, row) is not None:
-            created.append(name)
-    return created
-
-
 def describe_error(exc: BaseException) -> str:
     """The error text kept on the cursor row: type and message, bounded, without NUL."""
     text = f"{type(exc).__name__}: {exc}".replace("\x00", "")
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    # Rows read through a text() statement bypass the column type: SQLite gives naive UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value

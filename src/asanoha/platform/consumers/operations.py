@@ -1,16 +1,24 @@
 """Operations on consumers: status with lag, restart, skip, disable, enable.
 
+One rule for all of them: ``restart`` and ``skip`` act on the event a consumer is stopped at
+(dead there, or waiting for its next attempt) and answer ``consumer_not_stopped`` when it is
+stopped at none; ``disable`` and ``enable`` are a switch that leaves that state alone, so a
+dead consumer that is disabled and enabled again is still dead at its event until it is
+restarted or told to skip it. Restart and skip on a disabled consumer change what it resumes
+with; it stays disabled.
+
 Each runs on the caller's connection (inside its transaction), so the bundled admin
 handlers and ``Consumers`` share them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection, and_, func, or_, select
 
 from asanoha.platform.consumers.cursors import (
     ConsumerStatusName,
@@ -39,46 +47,91 @@ class ConsumerStatus:
     last_error: str | None
     #: Ids below the position still waiting for their writer (Postgres).
     gaps: int = 0
+    #: When the next attempt at ``event_id`` may start (its backoff); ``None`` when it is
+    #: not stopped at an event, or dead there.
+    next_attempt_at: dt.datetime | None = None
+    #: The tenant of ``event_id``.
+    event_tenant: str | None = None
+
+    def waiting(self, now: dt.datetime) -> bool:
+        """Whether it is stopped at an event whose next attempt is not due at ``now``."""
+        return self.next_attempt_at is not None and self.next_attempt_at > now
 
 
-def count_lag(conn: Connection, tables: Tables, cursor: Cursor, types: Sequence[str]) -> int:
-    """Committed events of ``types`` the cursor has not handled."""
+def count_lag(
+    conn: Connection,
+    tables: Tables,
+    cursor: Cursor,
+    types: Sequence[str],
+    *,
+    tenant_id: str | None = None,
+) -> int:
+    """Committed events of ``types`` (of ``tenant_id``, if given) the cursor has not handled."""
     events = tables.events
     behind = events.c.id > cursor.position
     if cursor.gaps:
-        behind = or_(behind, events.c.id.in_([gap.id for gap in cursor.gaps]))
+        behind = or_(
+            behind,
+            *(and_(events.c.id >= gap.first, events.c.id <= gap.last) for gap in cursor.gaps),
+        )
     query = select(func.count()).select_from(events).where(events.c.type.in_(types), behind)
+    if tenant_id is not None:
+        query = query.where(events.c.tenant_id == tenant_id)
     return int(conn.execute(query).scalar_one())
 
 
 def consumer_statuses(
-    conn: Connection, tables: Tables, names: Sequence[str] | None = None
+    conn: Connection,
+    tables: Tables,
+    names: Sequence[str] | None = None,
+    *,
+    tenant_id: str | None = None,
 ) -> list[ConsumerStatus]:
     """Position, lag, status, attempts and last error of the consumers ``names`` (default:
-    every registered one), in that order."""
+    every registered one), in that order.
+
+    With ``tenant_id`` it is that tenant's view: the lag counts its events only, and the event
+    a consumer is stopped at (its id, attempts, error and tenant) shows only when it is one of
+    that tenant's events.
+    """
     cursors = read_cursors(conn, tables, names)
     order = list(cursors) if names is None else [name for name in names if name in cursors]
-    return [_status(conn, tables, cursors[name]) for name in order]
+    return [_status(conn, tables, cursors[name], tenant_id) for name in order]
 
 
-def _status(conn: Connection, tables: Tables, cursor: Cursor) -> ConsumerStatus:
-    return ConsumerStatus(
+def _status(
+    conn: Connection, tables: Tables, cursor: Cursor, tenant_id: str | None
+) -> ConsumerStatus:
+    event_tenant = None
+    if cursor.event_id is not None:
+        events = tables.events
+        query = select(events.c.tenant_id).where(events.c.id == cursor.event_id)
+        event_tenant = conn.execute(query).scalar()
+    status = ConsumerStatus(
         name=cursor.name,
         position=cursor.position,
-        lag=count_lag(conn, tables, cursor, cursor.types),
+        lag=count_lag(conn, tables, cursor, cursor.types, tenant_id=tenant_id),
         status=cursor.status,
         attempts=cursor.attempts,
         event_id=cursor.event_id,
         last_error=cursor.last_error,
-        gaps=len(cursor.gaps),
+        gaps=cursor.gap_ids,
+        next_attempt_at=cursor.retry_at if cursor.event_id is not None else None,
+        event_tenant=event_tenant,
     )
+    if tenant_id is not None and event_tenant != tenant_id:
+        # Another tenant's event: its id and error text are not this tenant's to read.
+        status = dataclasses.replace(
+            status, attempts=0, event_id=None, last_error=None, event_tenant=None
+        )
+    return status
 
 
 def restart_consumer(conn: Connection, tables: Tables, name: str) -> None:
-    """Let a dead consumer try its failing event again, with a fresh count of attempts."""
-    cursor = _locked(conn, tables, name)
-    if cursor.status == "dead":
-        save_cursor(conn, tables, name, status="idle", attempts=0)
+    """Let a consumer stopped at an event (dead, or waiting for its next attempt) try it
+    again at once, with a fresh count of attempts."""
+    cursor, _ = _stopped(conn, tables, name)
+    save_cursor(conn, tables, name, attempts=0, retry_at=None, **_resumed(cursor))
 
 
 def skip_event(conn: Connection, tables: Tables, name: str) -> int:
@@ -86,13 +139,10 @@ def skip_event(conn: Connection, tables: Tables, name: str) -> int:
 
     The skip is recorded on the cursor row (``skipped``) with the error it had.
     """
-    cursor = _locked(conn, tables, name)
-    event_id = cursor.event_id
-    if event_id is None:
-        raise ConflictError(Reasons.CONSUMER_NOT_STOPPED, consumer=name)
-    if any(gap.id == event_id for gap in cursor.gaps):
+    cursor, event_id = _stopped(conn, tables, name)
+    if any(event_id in gap for gap in cursor.gaps):
         # It was delivered late: the position is past it already.
-        gaps = tuple(gap for gap in cursor.gaps if gap.id != event_id)
+        gaps = tuple(part for gap in cursor.gaps for part in gap.without([event_id]))
         position = cursor.position
     else:
         # A pass stops with its position just below the failing event.
@@ -111,24 +161,44 @@ def skip_event(conn: Connection, tables: Tables, name: str) -> int:
         attempts=0,
         event_id=None,
         last_error=None,
-        status="idle" if cursor.status == "dead" else cursor.status,
+        retry_at=None,
         skipped=[*cursor.skipped, record],
+        **_resumed(cursor),
     )
     return event_id
 
 
 def disable_consumer(conn: Connection, tables: Tables, name: str) -> None:
-    """Stop delivering to a consumer until it is enabled; its position stays."""
-    _locked(conn, tables, name)
-    save_cursor(conn, tables, name, status="disabled")
+    """Stop delivering to a consumer until it is enabled; its position, and the event it is
+    stopped at, stay."""
+    cursor = _locked(conn, tables, name)
+    if cursor.status != "disabled":
+        resume = "dead" if cursor.status == "dead" else None
+        save_cursor(conn, tables, name, status="disabled", resume_status=resume)
 
 
 def enable_consumer(conn: Connection, tables: Tables, name: str) -> None:
-    """Resume a disabled consumer. One disabled while dead goes on failing its event until
-    its attempts are used up again: restart or skip it instead."""
+    """Resume a disabled consumer as it was: one disabled while dead is dead again (restart
+    or skip it)."""
     cursor = _locked(conn, tables, name)
     if cursor.status == "disabled":
-        save_cursor(conn, tables, name, status="idle")
+        save_cursor(conn, tables, name, status=cursor.resume_status or "idle", resume_status=None)
+
+
+def _resumed(cursor: Cursor) -> dict[str, object]:
+    """The status change of a restart or skip: a dead consumer is idle again; a disabled one
+    stays disabled and resumes idle."""
+    if cursor.status == "disabled":
+        return {"resume_status": None}
+    return {"status": "idle"}
+
+
+def _stopped(conn: Connection, tables: Tables, name: str) -> tuple[Cursor, int]:
+    """The locked cursor and the event it is stopped at."""
+    cursor = _locked(conn, tables, name)
+    if cursor.event_id is None:
+        raise ConflictError(Reasons.CONSUMER_NOT_STOPPED, consumer=name, status=cursor.status)
+    return cursor, cursor.event_id
 
 
 def _locked(conn: Connection, tables: Tables, name: str) -> Cursor:

@@ -3,15 +3,19 @@ advance the cursor in the same transaction as the handlers' writes."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.consumers.context import ConsumerContext
-from asanoha.platform.consumers.cursors import describe_error, save_cursor
+from asanoha.platform.consumers.cursors import Cursor, describe_error, save_cursor
 from asanoha.platform.consumers.visibility import Visibility
 from asanoha.platform.model import ConsumerDef
+from asanoha.platform.store import StoredEvent, Tables
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from asanoha.platform.service import Service
 
 #: Events one pass reads at most (on Postgres: ids examined, of any type).
@@ -30,6 +34,14 @@ class PassResult:
     failed: bool = False
     #: Another process holds the cursor; nothing was done.
     busy: bool = False
+    #: When the next attempt at the event the consumer is stopped at may start, if it is
+    #: stopped there and not dead (a pass before then does nothing).
+    retry_at: dt.datetime | None = None
+
+
+class HandlerReturnedAfterDatabaseError(Exception):
+    """The handler returned, but its database work could not be kept: it caught a database
+    error that had aborted the transaction (Postgres), so what it did is lost."""
 
 
 def run_pass(
@@ -38,8 +50,10 @@ def run_pass(
     """Deliver the next batch of ``consumer``'s events.
 
     A failing event stops the pass: its effects roll back (the events before it stay
-    delivered), the attempt and error are recorded on the cursor, and after ``max_attempts``
-    the consumer is ``dead`` at that event. A dead or disabled consumer is left alone.
+    delivered), the attempt, the error and the time of the next attempt (the consumer's
+    backoff) are recorded on the cursor, and after ``max_attempts`` the consumer is ``dead``
+    at that event. A dead or disabled consumer, or one whose next attempt is not due, is left
+    alone.
     """
     tables = service.tables
     delivered: list[ConsumerContext] = []
@@ -49,30 +63,21 @@ def run_pass(
             return PassResult(consumer.qn, busy=True)
         if cursor.status != "idle":
             return PassResult(consumer.qn)
+        if cursor.waiting(dt.datetime.now(dt.UTC)):
+            return PassResult(consumer.qn, retry_at=cursor.retry_at)
         scan = visibility.scan(conn, tables, cursor, consumer.on, limit)
+        retry_at: dt.datetime | None = None
         failed = False
         for event in scan.events:
             ctx = ConsumerContext(service, conn, consumer, event)
-            try:
-                consumer.func(event, ctx)
-            except Exception as error:
-                ctx.finish(error)
-                attempts = cursor.attempts + 1 if cursor.event_id == event.id else 1
+            error = _deliver(conn, consumer, event, ctx)
+            if error is not None:
                 position, gaps = scan.until(event)
-                save_cursor(
-                    conn,
-                    tables,
-                    consumer.qn,
-                    position=position,
-                    gaps=gaps,
-                    attempts=attempts,
-                    event_id=event.id,
-                    last_error=describe_error(error),
-                    status="dead" if attempts >= consumer.max_attempts else "idle",
+                retry_at = _record_failure(
+                    conn, tables, consumer, cursor, event, error, position=position, gaps=gaps
                 )
                 failed = True
                 break
-            ctx.finish(None)
             delivered.append(ctx)
         if not failed and (scan.changes_state or cursor.event_id is not None):
             save_cursor(
@@ -84,6 +89,7 @@ def run_pass(
                 attempts=0,
                 event_id=None,
                 last_error=None,
+                retry_at=None,
             )
     for ctx in delivered:
         ctx.after_commit()
@@ -92,4 +98,62 @@ def run_pass(
         delivered=len(delivered),
         progressed=scan.changes_state and not failed,
         failed=failed,
+        retry_at=retry_at,
     )
+
+
+def _deliver(
+    conn: Connection, consumer: ConsumerDef, event: StoredEvent, ctx: ConsumerContext
+) -> Exception | None:
+    """Call the handler and keep its effects; return the error that rolled them back."""
+    try:
+        consumer.func(event, ctx)
+    except Exception as error:
+        ctx.finish(error)
+        return error
+    try:
+        ctx.finish(None)
+    except Exception as error:
+        try:
+            ctx.finish(error)
+        except Exception:
+            raise error from None
+        if conn.invalidated:
+            # The connection is gone: nothing can be recorded; the pass fails as a whole.
+            raise
+        return HandlerReturnedAfterDatabaseError(
+            "the handler returned, but a database error it caught had aborted its "
+            f"transaction: {describe_error(error)}"
+        )
+    return None
+
+
+def _record_failure(
+    conn: Connection,
+    tables: Tables,
+    consumer: ConsumerDef,
+    cursor: Cursor,
+    event: StoredEvent,
+    error: BaseException,
+    **state: Any,
+) -> dt.datetime | None:
+    """Count the attempt at ``event`` and save the cursor with ``state`` (position, gaps);
+    return when the next attempt may start (``None``: dead)."""
+    attempts = cursor.attempts + 1 if cursor.event_id == event.id else 1
+    dead = attempts >= consumer.max_attempts
+    retry_at = None
+    if not dead:
+        delay = consumer.backoff.countdown(attempts)
+        retry_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
+    save_cursor(
+        conn,
+        tables,
+        consumer.qn,
+        attempts=attempts,
+        event_id=event.id,
+        last_error=describe_error(error),
+        status="dead" if dead else "idle",
+        retry_at=retry_at,
+        **state,
+    )
+    return retry_at

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import threading
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
 from asanoha.platform.consumers import operations
-from asanoha.platform.consumers.cursors import register_cursors
 from asanoha.platform.consumers.job_triggers import consumer_definitions
 from asanoha.platform.consumers.operations import ConsumerStatus
 from asanoha.platform.consumers.passes import BATCH_SIZE, PassResult, run_pass
+from asanoha.platform.consumers.registration import register_cursors
 from asanoha.platform.consumers.visibility import visibility_for
 from asanoha.platform.errors import NotFoundError, Reasons
 from asanoha.platform.model import ConsumerDef
@@ -20,6 +24,26 @@ from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
     from asanoha.platform.service import Service
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one round over the consumers did (``Consumers.run``)."""
+
+    delivered: int = 0
+    #: Consumers another process (or an operation) held, so this round did nothing for them.
+    busy: tuple[str, ...] = ()
+    #: The earliest time a consumer stopped at a failing event may try it again.
+    next_attempt_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunningPass:
+    """A pass that this process is running now."""
+
+    name: str
+    #: Seconds since it started.
+    seconds: float
 
 
 class Consumers:
@@ -34,6 +58,9 @@ class Consumers:
         self._by_name = {consumer.qn: consumer for consumer in self.definitions}
         self._followed = frozenset(t for consumer in self.definitions for t in consumer.on)
         self._registered = False
+        # Passes in progress in this process, by thread: what a drain that timed out names.
+        self._running: dict[int, tuple[str, float]] = {}
+        self._running_lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self.definitions)
@@ -60,30 +87,56 @@ class Consumers:
             return
         database = self._service.database
         with database.begin() as conn:
-            register_cursors(conn, database.backend, self._service.tables, self.definitions)
+            register_cursors(
+                conn, database.backend, self._service.tables, self.definitions, self._visibility
+            )
 
     def advance(self, name: str) -> PassResult:
         """Run one pass of the consumer ``name``."""
-        return run_pass(
-            self._service, self._definition(name), self._visibility, limit=self._batch_size
-        )
+        definition = self._definition(name)
+        thread = threading.get_ident()
+        with self._running_lock:
+            self._running[thread] = (name, time.monotonic())
+        try:
+            return run_pass(self._service, definition, self._visibility, limit=self._batch_size)
+        finally:
+            with self._running_lock:
+                self._running.pop(thread, None)
 
     def run_once(self, names: Sequence[str] | None = None) -> int:
         """Advance every consumer (or those named) until it has caught up, is stopped at a
         failing event, or another process holds it; return how many events were delivered.
 
-        A failing event is tried once per call, so repeated calls (the driver, ``drain``)
-        count its attempts.
+        A failing event is tried once per call, and not before its next attempt is due (the
+        consumer's backoff), so repeated calls (the driver, ``drain``) count its attempts.
         """
+        return self.run(names).delivered
+
+    def run(self, names: Sequence[str] | None = None) -> Round:
+        """``run_once``, telling the driver what it left: the consumers another process held
+        and the earliest next attempt at a failing event."""
         self._ensure_registered()
         delivered = 0
+        busy: list[str] = []
+        retries: list[dt.datetime] = []
         for name in names or self.names:
             while True:
                 result = self.advance(name)
                 delivered += result.delivered
+                if result.busy:
+                    busy.append(name)
+                if result.retry_at is not None:
+                    retries.append(result.retry_at)
                 if result.busy or result.failed or not result.progressed:
                     break
-        return delivered
+        return Round(delivered, tuple(busy), min(retries, default=None))
+
+    def running(self) -> list[RunningPass]:
+        """The passes this process is running now, oldest first."""
+        now = time.monotonic()
+        with self._running_lock:
+            found = sorted(self._running.values(), key=lambda item: item[1])
+        return [RunningPass(name, now - started) for name, started in found]
 
     # -- operations -------------------------------------------------------------------------
 
@@ -98,27 +151,33 @@ class Consumers:
         return [s for s in self.status() if s.lag > 0 and s.status != "disabled"]
 
     def restart(self, name: str) -> None:
-        """A dead consumer tries its failing event again, with fresh attempts."""
+        """A consumer stopped at an event (dead, or waiting for its next attempt) tries it
+        again at once, with fresh attempts; ``ConflictError`` (``consumer_not_stopped``) when
+        it is stopped at none."""
         self._operate(name, operations.restart_consumer)
 
     def skip(self, name: str) -> int:
-        """Move the consumer past the event it is stopped at (recorded); return its id."""
+        """Move the consumer past the event it is stopped at (recorded); return its id.
+        ``ConflictError`` (``consumer_not_stopped``) when it is stopped at none."""
         self._definition(name)
+        self._ensure_registered()
         with self._service.database.begin() as conn:
             return operations.skip_event(conn, self._service.tables, name)
 
     def disable(self, name: str) -> None:
-        """Stop delivering to the consumer until ``enable``."""
+        """Stop delivering to the consumer until ``enable`` (idempotent)."""
         self._operate(name, operations.disable_consumer)
 
     def enable(self, name: str) -> None:
-        """Resume a disabled consumer."""
+        """Resume a disabled consumer as it was before (idempotent): one that was dead stays
+        dead at its event until ``restart`` or ``skip``."""
         self._operate(name, operations.enable_consumer)
 
     # -- pieces -----------------------------------------------------------------------------
 
     def _operate(self, name: str, operation: operations.Operation) -> None:
         self._definition(name)
+        self._ensure_registered()
         with self._service.database.begin() as conn:
             operation(conn, self._service.tables, name)
 

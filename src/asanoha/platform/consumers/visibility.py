@@ -3,8 +3,9 @@
 Postgres draws event ids when a row is inserted, so a transaction holding a lower id can
 commit after one holding a higher id. A pass that read ``id > position`` only would pass the
 lower id while it is invisible and never come back to it. So a pass records the ids it
-passed that were not visible (*gaps*), delivers each once its writer commits, and forgets it
-once no transaction that could hold it is running (its writer rolled back).
+passed that were not visible (*gaps*, kept as ranges), delivers each once its writer
+commits, and forgets it once no transaction that could hold it is running (its writer
+rolled back).
 
 When may a gap be forgotten? Every transaction that could hold it got its transaction id
 before the scan that found the gap (a writer owns its transaction id before it draws an
@@ -17,16 +18,25 @@ is still running can sit at or above it (measured: a running xid equal to a late
 xmin equal to the earlier xmax). The bound is therefore the transaction id of the
 consumer's next pass, drawn when it locks the cursor row, which is after the scan.
 
+A consumer registered with ``start="now"`` begins at the newest visible id, and the ids below
+it that its registration could not see are gaps by the same rule: their writers got their
+transaction ids before that scan, so the first pass's transaction id bounds them. Which ids
+can they be? A transaction still running may have drawn its id long ago, so the lowest one is
+not known from the events alone; any cursor already on the database is a checkpoint (every id
+at or below its position is visible, one of its gaps, or will never appear), and without one
+the registration looks at every id.
+
 SQLite has one writer at a time and ids in commit order: a pass reads ``id > position``.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, func, select, text
 
 from asanoha.platform.consumers.cursors import Cursor, Gap, cursor_from_row, lock_cursor_row
 from asanoha.platform.store import EVENT_COLUMNS, StoredEvent, Tables
@@ -45,8 +55,9 @@ class Scan:
     events: Sequence[StoredEvent]
     position: int
     gaps: tuple[Gap, ...]
-    #: Gaps that became visible and are among ``events`` (delivered late), with their bound.
-    late: dict[int, Gap] = field(default_factory=dict)
+    #: Gap ids that became visible and are among ``events`` (delivered late), with the bound
+    #: of the range they were in.
+    late: dict[int, int | None] = field(default_factory=dict)
     #: Whether the gaps changed (a bound drawn, a gap dropped or seen), events or not.
     gaps_changed: bool = False
 
@@ -60,10 +71,10 @@ class Scan:
         if stop.id <= self.start:
             # A late event failed: the position stays, and it and the late events after it
             # stay gaps (the fresh range is scanned again next time).
-            kept = [gap for gap in self.gaps if gap.id <= self.start]
-            kept += [gap for gap_id, gap in self.late.items() if gap_id >= stop.id]
-            return self.start, tuple(sorted(kept, key=lambda gap: gap.id))
-        return stop.id - 1, tuple(gap for gap in self.gaps if gap.id < stop.id)
+            kept = [gap for gap in self.gaps if gap.last <= self.start]
+            kept += [Gap(i, i, bound) for i, bound in self.late.items() if i >= stop.id]
+            return self.start, tuple(sorted(kept, key=lambda gap: gap.first))
+        return stop.id - 1, tuple(gap for gap in self.gaps if gap.last < stop.id)
 
 
 class Visibility(Protocol):
@@ -77,26 +88,49 @@ class Visibility(Protocol):
     ) -> Scan:
         """The next events of ``types`` after the cursor, at most about ``limit`` of them."""
 
+    def start_now(
+        self, conn: Connection, tables: Tables, floor: int
+    ) -> tuple[int, tuple[Gap, ...]]:
+        """Where a consumer registered with ``start="now"`` begins: the newest visible id and
+        the ids at or above ``floor`` below it that are not visible (ids below ``floor`` are
+        known to be visible or never to appear)."""
+
 
 class PostgresVisibility:
     """Gap tracking with transaction-id bounds (see the module docstring)."""
 
     _lock = text(
         "SELECT name, position, gaps, types, status, attempts, event_id, last_error, skipped, "
-        "pg_current_xact_id()::text::bigint AS xid "
+        "retry_at, resume_status, pg_current_xact_id()::text::bigint AS xid "
         "FROM asanoha_consumers WHERE name = :name FOR UPDATE SKIP LOCKED"
     )
     # One statement, so the gaps that became visible, the next ids and the snapshot's xmin
     # come from one snapshot: a gap dropped by this xmin cannot have become visible unseen.
+    # Each gap range is an index range scan: its cost is the ids that became visible, not
+    # the size of the range.
     _scan = text(
         "SELECT e.*, s.xmin FROM "
         "(SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin) AS s "
         "LEFT JOIN LATERAL ("
-        f"(SELECT {_EVENT_COLUMNS} FROM asanoha_events WHERE id = ANY(CAST(:gaps AS bigint[]))) "
+        "(SELECT x.* FROM unnest(CAST(:firsts AS bigint[]), CAST(:lasts AS bigint[])) "
+        "AS g(first, last) CROSS JOIN LATERAL "
+        f"(SELECT {_EVENT_COLUMNS} FROM asanoha_events WHERE id BETWEEN g.first AND g.last "
+        "ORDER BY id LIMIT :limit) AS x ORDER BY x.id LIMIT :limit) "
         "UNION ALL "
         f"(SELECT {_EVENT_COLUMNS} FROM asanoha_events WHERE id > :position "
         "ORDER BY id LIMIT :limit)"
         ") AS e ON true"
+    )
+    # The head and the ids missing below it, from one snapshot.
+    _start = text(
+        "SELECT h.head, g.first, g.last FROM "
+        "(SELECT coalesce(max(id), 0) AS head FROM asanoha_events) AS h "
+        "LEFT JOIN LATERAL ("
+        "SELECT prev + 1 AS first, id - 1 AS last FROM ("
+        "SELECT id, lag(id, 1, CAST(:floor AS bigint) - 1) OVER (ORDER BY id) AS prev "
+        "FROM asanoha_events WHERE id >= :floor AND id <= h.head"
+        ") AS ids WHERE id > prev + 1"
+        ") AS g ON true ORDER BY g.first"
     )
 
     def lock(self, conn: Connection, tables: Tables, name: str) -> Cursor | None:
@@ -106,39 +140,69 @@ class PostgresVisibility:
     def scan(
         self, conn: Connection, tables: Tables, cursor: Cursor, types: Sequence[str], limit: int
     ) -> Scan:
-        params = {"gaps": [gap.id for gap in cursor.gaps], "position": cursor.position}
+        params = {
+            "firsts": [gap.first for gap in cursor.gaps],
+            "lasts": [gap.last for gap in cursor.gaps],
+            "position": cursor.position,
+            "limit": limit,
+        }
         # Plain rows (the columns in _EVENT_COLUMNS' order, then xmin): this is the hot loop
         # of a consumer catching up.
-        rows = conn.execute(self._scan, {**params, "limit": limit}).all()
+        rows = conn.execute(self._scan, params).all()
         xmin = int(rows[0][-1])
         visible = {row[0]: row for row in rows if row[0] is not None}
         wanted = frozenset(types)
-        late: dict[int, Gap] = {}
+        seen = sorted(event_id for event_id in visible if event_id <= cursor.position)
+        # With ``limit`` late ids read, those above the last one were not looked at.
+        examined_to = seen[-1] if len(seen) >= limit else None
+        late: dict[int, int | None] = {}
         gaps: list[Gap] = []
         for gap in cursor.gaps:
-            if gap.id in visible:
-                if visible[gap.id][_TYPE] in wanted:
-                    late[gap.id] = gap
-                continue
-            if gap.bound is None:
-                # Drawn after the scan that found this gap (the previous pass committed).
-                gaps.append(Gap(gap.id, cursor.xid))
-            elif xmin < gap.bound:
-                gaps.append(gap)
-            # else: every transaction that could hold the id has ended; it never appears.
+            inside = seen[bisect.bisect_left(seen, gap.first) : bisect.bisect_right(seen, gap.last)]
+            for event_id in inside:
+                if visible[event_id][_TYPE] in wanted:
+                    late[event_id] = gap.bound
+            for part in gap.without(inside):
+                if examined_to is not None and part.last > examined_to:
+                    if part.first <= examined_to:
+                        gaps += _settle(Gap(part.first, examined_to, part.bound), cursor, xmin)
+                    gaps.append(Gap(max(part.first, examined_to + 1), part.last, part.bound))
+                    continue
+                gaps += _settle(part, cursor, xmin)
         fresh = sorted(event_id for event_id in visible if event_id > cursor.position)
-        position = fresh[-1] if fresh else cursor.position
-        if len(fresh) != position - cursor.position:
-            seen = set(fresh)
-            gaps += [Gap(i) for i in range(cursor.position + 1, position) if i not in seen]
+        previous = cursor.position
+        for event_id in fresh:
+            if event_id > previous + 1:
+                gaps.append(Gap(previous + 1, event_id - 1))
+            previous = event_id
         events = [
             StoredEvent(*visible[event_id][:_WIDTH])
             for event_id in sorted([*late, *fresh])
             if visible[event_id][_TYPE] in wanted
         ]
         return Scan(
-            cursor.position, events, position, tuple(gaps), late, tuple(gaps) != cursor.gaps
+            cursor.position, events, previous, tuple(gaps), late, tuple(gaps) != cursor.gaps
         )
+
+    def start_now(
+        self, conn: Connection, tables: Tables, floor: int
+    ) -> tuple[int, tuple[Gap, ...]]:
+        rows = conn.execute(self._start, {"floor": max(floor, 1)}).all()
+        head = int(rows[0].head)
+        # Bound None: the first pass draws one, after this scan (see the module docstring).
+        gaps = tuple(Gap(int(row.first), int(row.last)) for row in rows if row.first is not None)
+        return head, gaps
+
+
+def _settle(gap: Gap, cursor: Cursor, xmin: int) -> list[Gap]:
+    """``gap`` after a scan that found none of its ids visible: bounded, kept, or dropped."""
+    if gap.bound is None:
+        # Drawn after the scan that found this gap (the previous pass committed).
+        return [Gap(gap.first, gap.last, cursor.xid)]
+    if xmin < gap.bound:
+        return [gap]
+    # Every transaction that could hold these ids has ended: they never appear.
+    return []
 
 
 class SqliteVisibility:
@@ -162,6 +226,12 @@ class SqliteVisibility:
         found = [_stored(row) for row in conn.execute(query).mappings()]
         position = found[-1].id if found else cursor.position
         return Scan(cursor.position, found, position, ())
+
+    def start_now(
+        self, conn: Connection, tables: Tables, floor: int
+    ) -> tuple[int, tuple[Gap, ...]]:
+        head = conn.execute(select(func.coalesce(func.max(tables.events.c.id), 0))).scalar_one()
+        return int(head), ()
 
 
 def visibility_for(dialect: str) -> Visibility:

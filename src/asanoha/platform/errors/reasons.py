@@ -23,6 +23,7 @@ class Reasons(StrEnum):
     IDENTITY_SWITCH_DENIED = "identity_switch_denied"
     SYSTEM_IDENTITY_SWITCH_DENIED = "system_identity_switch_denied"
     EVENT_APPEND_DENIED = "event_append_denied"
+    OPERATOR_REQUIRED = "operator_required"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
