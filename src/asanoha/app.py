@@ -76,6 +76,7 @@ class App:
             self.database,
             publisher=publisher,
             approval_key=approval_key(self.settings.jwt_secret),
+            operator_tenant=self.settings.operator_tenant,
         )
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(self.service)

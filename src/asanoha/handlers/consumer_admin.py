@@ -1,6 +1,15 @@
-"""Consumer operations as handlers for system administrators: status, restart, skip,
-disable, enable. Add ``consumer_admin.feature`` to an application's features to expose them
-(over HTTP and to agents)."""
+"""Consumer operations as handlers: status, restart, skip, disable, enable. Add
+``consumer_admin.feature`` to an application's features to expose them (over HTTP and to
+agents).
+
+A consumer's cursor is one for the whole application: every tenant's events pass through
+it. So what changes a cursor is for the application's operators, not a tenant's: the
+``SystemAdmin`` role (or the system user) in the operator tenant, which
+``ASANOHA_OPERATOR_TENANT`` names (unset: nobody over HTTP; ``asanoha consumers`` still
+works). A ``SystemAdmin`` of any other tenant may read the status as that tenant sees it:
+the lag of its own events, and the event a consumer is stopped at (with its error) only when
+it is one of its own; another tenant's error text never shows.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +20,15 @@ from pydantic import BaseModel
 from sqlalchemy import Connection
 
 from asanoha.platform.consumers import ConsumerStatus, operations
+from asanoha.platform.errors import AccessDeniedError, Reasons
 from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.model.users import SYSTEM_ROLE
 from asanoha.platform.service import QueryContext, WriteContext
 from asanoha.platform.store import Tables, platform_tables
 
 SYSTEM_ADMIN_ROLE = "SystemAdmin"
-#: Operators, and the system user (a job may restart a consumer).
+#: System administrators, and the system user (a job may restart a consumer). The operations
+#: also need the operator tenant.
 OPERATORS = Access(roles=[SYSTEM_ADMIN_ROLE, SYSTEM_ROLE])
 
 feature = Feature("consumer-admin")
@@ -36,11 +47,15 @@ class ConsumerName(BaseModel):
 @feature.query_handler(
     "status",
     access=OPERATORS,
-    description="Every event consumer with its position, lag, status, attempts and last error.",
+    description=(
+        "Every event consumer with its position, lag, status, attempts, last error and next "
+        "attempt; outside the operator tenant, as the caller's tenant sees it."
+    ),
 )
 def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
-    """Every consumer's status."""
-    statuses = operations.consumer_statuses(ctx.request.conn, platform_tables())
+    """Every consumer's status: all of it for an operator, the caller's tenant's view else."""
+    tenant = None if ctx.in_operator_tenant else ctx.tenant_id
+    statuses = operations.consumer_statuses(ctx.request.conn, platform_tables(), tenant_id=tenant)
     return [_describe(found) for found in statuses]
 
 
@@ -53,6 +68,7 @@ def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
 )
 def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Skip the event a consumer is stopped at."""
+    _require_operator(ctx)
     event_id = operations.skip_event(ctx.request.conn, platform_tables(), payload.name)
     return {**_status_of(ctx, payload.name), "skipped_event_id": event_id}
 
@@ -64,6 +80,7 @@ def _consumer_operation(
     status afterwards."""
 
     def handler(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
+        _require_operator(ctx)
         operation(ctx.request.conn, platform_tables(), payload.name)
         return _status_of(ctx, payload.name)
 
@@ -78,7 +95,8 @@ def _consumer_operation(
 restart = _consumer_operation(
     "restart",
     operations.restart_consumer,
-    "Let a dead consumer try its failing event again, with fresh attempts.",
+    "Let a consumer stopped at an event (dead, or waiting for its next attempt) try it again "
+    "at once, with fresh attempts.",
 )
 disable = _consumer_operation(
     "disable",
@@ -86,8 +104,17 @@ disable = _consumer_operation(
     "Stop delivering events to a consumer until it is enabled.",
 )
 enable = _consumer_operation(
-    "enable", operations.enable_consumer, "Resume delivering events to a disabled consumer."
+    "enable",
+    operations.enable_consumer,
+    "Resume delivering events to a disabled consumer; one that was dead stays dead until it "
+    "is restarted or skips its event.",
 )
+
+
+def _require_operator(ctx: QueryContext) -> None:
+    """Refuse a caller outside the operator tenant: a cursor is every tenant's."""
+    if not ctx.in_operator_tenant:
+        raise AccessDeniedError(Reasons.OPERATOR_REQUIRED, handler=ctx.handler.qn)
 
 
 def _status_of(ctx: QueryContext, name: str) -> dict[str, Any]:
@@ -104,4 +131,8 @@ def _describe(found: ConsumerStatus) -> dict[str, Any]:
         "attempts": found.attempts,
         "event_id": found.event_id,
         "last_error": found.last_error,
+        "event_tenant": found.event_tenant,
+        "next_attempt_at": (
+            None if found.next_attempt_at is None else found.next_attempt_at.isoformat()
+        ),
     }

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)
+    #: The tenant that operates the whole application (its SystemAdmins restart, skip,
+    #: disable and enable consumers, which every tenant shares); unset: none, only the CLI.
+    operator_tenant: str | None = Field(default=None, min_length=1, max_length=64)
     #: Seconds between the consumer passes every worker runs as a safety net (0: none).
     consumer_tick_interval: float = 1.0
     #: After a commit that appended events a consumer follows, publish a (coalesced) task

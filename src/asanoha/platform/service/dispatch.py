@@ -88,8 +88,11 @@ class Service:
         *,
         publisher: OutboxPublisher | None = None,
         approval_key: bytes | None = None,
+        operator_tenant: str | None = None,
     ) -> None:
         self.registry = registry
+        #: The tenant that operates the whole application (``ASANOHA_OPERATOR_TENANT``).
+        self.operator_tenant = operator_tenant
         self.database = database
         self.tables = tables or build_tables(registry)
         self.publisher = publisher

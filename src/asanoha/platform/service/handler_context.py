@@ -47,6 +47,13 @@ class QueryContext:
         """The caller's tenant (from the session, never from the payload)."""
         return self.user.tenant_id
 
+    @property
+    def in_operator_tenant(self) -> bool:
+        """Whether the caller's tenant is the one that operates the whole application
+        (``ASANOHA_OPERATOR_TENANT``), for what every tenant shares, such as consumers."""
+        operator = self._service.operator_tenant
+        return operator is not None and self.user.tenant_id == operator
+
     def entity(self, name: str) -> EntityReader:
         """Reads of entity ``name`` (of this feature) or ``feature:name``: detail, get, list."""
         return self._service.reader(
