@@ -109,6 +109,11 @@ def note_changed(payload: dict[str, Any], ctx: Any) -> None:
     """Carries the update payload (the row id and the changes) in its outbox row."""
 
 
+@integrity.job("note-event", on="integrity:event:note.updated")
+def note_event(payload: dict[str, Any], ctx: Any) -> None:
+    """Carries the update event's payload (no row id, only the changes) in its outbox row."""
+
+
 @integrity.pre_save("handle")
 def break_reserved_names(
     changes: dict[str, Any], previous: dict[str, Any] | None, is_new: bool

@@ -340,6 +340,31 @@ def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
     assert results[str(kept["id"])]["email"] == "b2@example.org"
 
 
+def test_forget_scrubs_the_payloads_of_jobs_triggered_by_the_rows_events(stack: Any) -> None:
+    row = create_note(stack, email="a@example.org")
+    kept = create_note(stack, email="b@example.org")
+    for target, email in ((row, "a2@example.org"), (kept, "b2@example.org")):
+        stack.service.dispatch_write(
+            f"{NOTE}:update",
+            {"id": str(target["id"]), "version": 1, "changes": {"email": email}},
+            ADMIN,
+        )
+    # The job-trigger consumer enqueues "note-event" with each update event's payload.
+    stack.consumers.run_once()
+    outbox = stack.tables.outbox
+
+    def event_job_emails() -> list[Any]:
+        with stack.db.connect() as conn:
+            payloads = conn.execute(
+                select(outbox.c.payload).where(outbox.c.job_qn == "integrity:job:note-event")
+            ).scalars()
+            return sorted(str(p["changes"]["email"]) for p in payloads)
+
+    assert event_job_emails() == ["a2@example.org", "b2@example.org"]
+    stack.http.write_ok("integrity:write:forget-note", {"id": str(row["id"])}, ADMIN)
+    assert event_job_emails() == ["None", "b2@example.org"]
+
+
 # -- a pre-save hook's mistake is not the caller's ------------------------------------------
 
 

@@ -2,7 +2,8 @@
 
 Forgetting keeps the events (their order, types and versions are the history) and replaces
 every personal value in them with ``null``; the same goes for job payloads that carried the
-row, since a job written with the row's write holds a copy of its values.
+row: a job written with the row's write holds a copy of its values, and a job triggered by one
+of the row's events holds that event's payload (which names no row id, only its stream).
 """
 
 from __future__ import annotations
@@ -87,13 +88,19 @@ def scrub_job_payloads(
     conn: Connection, tables: Tables, *, tenant_id: str, row_id: str, names: Collection[str]
 ) -> int:
     """Null the fields ``names`` in the payloads, and the stored trigger results, of the
-    tenant's jobs written for ``row_id``; return how many changed."""
-    outbox = tables.outbox
+    tenant's jobs written for ``row_id`` or triggered by an event of its stream; return how
+    many changed."""
+    outbox, events = tables.outbox, tables.events
+    streams_events = select(events.c.id).where(
+        events.c.tenant_id == tenant_id, events.c.stream_id == row_id
+    )
     carries_row = or_(
         *(outbox.c.payload[path].as_string() == row_id for path in _ROW_ID_PATHS),
         # A write-triggered job keeps the handler's result (the row as saved) for
         # ``ctx.trigger.result``.
         outbox.c.trigger_result["id"].as_string() == row_id,
+        # An event-triggered job's payload is the event's: it is found by its trigger.
+        outbox.c.headers["trigger_event_id"].as_integer().in_(streams_events),
     )
     query = select(outbox.c.id, outbox.c.payload, outbox.c.trigger_result).where(
         carries_row, outbox.c.headers["tenant_id"].as_string() == tenant_id
