@@ -94,3 +94,24 @@ def test_tables_made_before_revisions_were_recorded_are_adopted(database: Databa
         assert upgrade_platform(conn) == (None, platform_head())
     with database.connect() as conn:
         assert PLATFORM_VERSION_TABLE in inspect(conn).get_table_names()
+
+
+def test_run_ids_are_never_reused_on_sqlite_whichever_way_the_tables_were_made() -> None:
+    # Postgres identities never go back; SQLite's rowid does unless the table says
+    # AUTOINCREMENT.
+    made = [TestDatabase.create("sqlite", f"asanoha_mig_{uuid.uuid4().hex[:12]}") for _ in "ab"]
+    migrated, from_code = (Database(m.url) for m in made)
+    try:
+        with migrated.begin() as conn:
+            upgrade_platform(conn)
+        bring_schema_up_to_date(Registry([]), from_code, migrations=None, may_change=True)
+        for db in (migrated, from_code):
+            with db.connect() as conn:
+                ddl = conn.exec_driver_sql(
+                    "SELECT sql FROM sqlite_master WHERE name = 'asanoha_job_runs'"
+                ).scalar_one()
+            assert "AUTOINCREMENT" in ddl
+    finally:
+        for db, m in zip((migrated, from_code), made, strict=True):
+            db.dispose()
+            m.drop()

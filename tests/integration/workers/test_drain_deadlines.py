@@ -1,5 +1,5 @@
 """``drain()`` keeps its deadline on a broker that stops answering, and forgets what
-``reset()`` wiped (SQLite reuses run ids)."""
+``reset()`` or the prune wiped (SQLite would reuse run ids)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import threading
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select
 
 from asanoha.platform.model import Feature
+from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.workers import DrainTimeoutError, JobFailedError
 
 
@@ -58,6 +60,23 @@ def test_after_reset_drain_still_reports_new_failures(asanoha_stack, database):
     with pytest.raises(JobFailedError):
         stack.drain()
     stack.reset()
+    stack.dispatch_job("deadline:job:broken", {"n": 3})
+    with pytest.raises(JobFailedError, match="broken 3"):
+        stack.drain()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+def test_drain_reports_a_failure_after_the_prune_emptied_the_run_rows(asanoha_stack, database):
+    stack = asanoha_stack(features=[_feature()], jobs=True, database=database)
+    for n in (1, 2):
+        stack.dispatch_job("deadline:job:broken", {"n": n})
+    with pytest.raises(JobFailedError):
+        stack.drain()
+    # The prune deletes every finished row: on SQLite a plain rowid would hand the next run
+    # an id the drain has already seen.
+    with stack.db.begin() as conn:
+        assert prune_job_rows(conn, stack.tables, older_than_days=-1) == 2
+        assert conn.execute(select(func.count()).select_from(stack.tables.job_runs)).scalar() == 0
     stack.dispatch_job("deadline:job:broken", {"n": 3})
     with pytest.raises(JobFailedError, match="broken 3"):
         stack.drain()

@@ -213,6 +213,9 @@ def build_tables(registry: Registry) -> Tables:
         Column("finished_at", Timestamp, nullable=True),
         Index("ix_asanoha_job_runs_task", "task_id", "attempt"),
         Index("ix_asanoha_job_runs_finished", "finished_at"),
+        # Ids are never reused, also on SQLite once the prune emptied the table: drain()
+        # reports the runs above the last id it saw.
+        sqlite_autoincrement=True,
     )
     consumers = Table(
         "asanoha_consumers",
