@@ -8,7 +8,11 @@ updates the read tables in one transaction.
 from typing import TYPE_CHECKING
 
 from asanoha.app import App
-from asanoha.platform.consumers import ConsumerContext, ConsumerDeadError
+from asanoha.platform.consumers import (
+    ConsumerContext,
+    ConsumerDeadError,
+    ConsumerDrainTimeoutError,
+)
 from asanoha.platform.errors import (
     AccessDeniedError,
     AsanohaError,
@@ -17,8 +21,10 @@ from asanoha.platform.errors import (
     DefinitionError,
     InternalError,
     NotFoundError,
+    PayloadTooLargeError,
     RateLimitError,
     Reasons,
+    ServiceUnavailableError,
     UnprocessableError,
     ValidationError,
     VersionConflictError,
@@ -39,7 +45,7 @@ from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
-    from asanoha.workers import JobContext
+    from asanoha.workers import DrainTimeoutError, JobContext, JobFailedError
 
 __all__ = [
     "Access",
@@ -52,18 +58,23 @@ __all__ = [
     "ConflictError",
     "ConsumerContext",
     "ConsumerDeadError",
+    "ConsumerDrainTimeoutError",
     "DefinitionError",
+    "DrainTimeoutError",
     "Entity",
     "Feature",
     "InternalError",
     "JobContext",
+    "JobFailedError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "QueryContext",
     "RateLimitError",
     "Reasons",
     "Registry",
     "RequestMeta",
     "Service",
+    "ServiceUnavailableError",
     "SessionUser",
     "Settings",
     "StoredEvent",
@@ -76,11 +87,14 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # JobContext lives with the workers (Celery); import it only when asked for, so that
-    # ``import asanoha`` stays free of Celery for code that only defines features.
-    if name == "JobContext":
-        from asanoha.workers import JobContext
+#: Names that live with the workers (Celery): imported only when asked for, so that
+#: ``import asanoha`` stays free of Celery for code that only defines features.
+_WORKER_NAMES = frozenset({"JobContext", "JobFailedError", "DrainTimeoutError"})
 
-        return JobContext
+
+def __getattr__(name: str) -> object:
+    if name in _WORKER_NAMES:
+        import asanoha.workers
+
+        return getattr(asanoha.workers, name)
     raise AttributeError(f"module 'asanoha' has no attribute {name!r}")

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from asanoha.app import App
 from asanoha.platform.settings import Settings
 from asanoha.testing.databases import TestDatabase
+from asanoha.testing.stack import amqp_url_for_tests, broker_url_for_tests
 from asanoha.workers import dispatch_job
 from asanoha.workers.lanes import delete_queues, lane_queues
 from tests.e2e.killable_app import feature
@@ -25,8 +26,8 @@ from tests.private_redis import PrivateRedis
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-SIGNAL_URL = "redis://127.0.0.1:6379/0"
-BROKERS = {"rabbitmq": "amqp://guest:guest@127.0.0.1:5672//"}
+SIGNAL_URL = broker_url_for_tests()
+BROKERS = {"rabbitmq": amqp_url_for_tests()}
 #: Seconds any single wait of this test may take; the whole test stays well under a minute.
 STEP_TIMEOUT = 20
 

@@ -11,13 +11,17 @@ import typer
 
 from asanoha.app import App
 
+#: The variable ``--app`` falls back to (Celery's commands read ``APP`` the same way).
+APP_VARIABLE = "ASANOHA_APP"
 #: The ``--app`` option every command but ``demo`` requires: nothing defaults to the demo.
 AppOption = Annotated[
     str,
     typer.Option(
         "--app",
+        envvar=APP_VARIABLE,
         help="The application, as module:attribute (for example shop:app).",
         show_default=False,
+        show_envvar=True,
     ),
 ]
 

@@ -24,6 +24,20 @@ if TYPE_CHECKING:
     from asanoha.workers.runtime import JobRuntime
 
 DEFAULT_TEST_BROKER_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_TEST_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def broker_url_for_tests() -> str:
+    """The Redis broker of test stacks: ``ASANOHA_TEST_BROKER_URL`` or the local one (its
+    database number confines the suite when another suite shares the server)."""
+    return os.environ.get("ASANOHA_TEST_BROKER_URL") or DEFAULT_TEST_BROKER_URL
+
+
+def amqp_url_for_tests() -> str:
+    """The RabbitMQ broker of the tests that run on it: ``ASANOHA_TEST_AMQP_URL`` or the local
+    one (a vhost of its own confines the suite)."""
+    return os.environ.get("ASANOHA_TEST_AMQP_URL") or DEFAULT_TEST_AMQP_URL
+
 
 SettingsOverride = Settings | Mapping[str, Any] | None
 
@@ -38,7 +52,7 @@ def stack_settings(database_url: str, suffix: str, settings: SettingsOverride) -
     if isinstance(settings, Settings):
         return settings.model_copy(update=isolated)
     defaults: dict[str, Any] = {
-        "broker_url": os.environ.get("ASANOHA_TEST_BROKER_URL") or DEFAULT_TEST_BROKER_URL,
+        "broker_url": broker_url_for_tests(),
         "jwt_secret": secrets.token_urlsafe(32),
     }
     return Settings(**{**defaults, **dict(settings or {}), **isolated})

@@ -11,6 +11,7 @@ import uuid
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from asanoha.testing.stack import broker_url_for_tests
 from tests.integration.cli.conftest import Project, asanoha_script
 
 SHOP_WITH_JOB = """
@@ -66,7 +67,7 @@ def test_the_worker_exports_job_attempts_of_its_pool_processes(project: Project)
     (project.folder / "write.py").write_text(WRITE, encoding="utf-8")
     env = {
         **project.env(),
-        "ASANOHA_BROKER_URL": "redis://127.0.0.1:6379/0",
+        "ASANOHA_BROKER_URL": broker_url_for_tests(),
         "ASANOHA_QUEUE_PREFIX": f"asanoha-metrics-{uuid.uuid4().hex[:8]}",
     }
     assert project.run("migrate", "--app", "shop:app").returncode == 0

@@ -10,11 +10,9 @@ import pytest
 from sqlalchemy import select, text
 
 from asanoha.platform.model import Feature
+from asanoha.testing.stack import amqp_url_for_tests, broker_url_for_tests
 
-BROKERS = {
-    "redis": "redis://127.0.0.1:6379/0",
-    "rabbitmq": "amqp://guest:guest@127.0.0.1:5672//",
-}
+BROKERS = {"redis": broker_url_for_tests(), "rabbitmq": amqp_url_for_tests()}
 #: A port nothing listens on, per broker scheme.
 DEAD_BROKERS = {
     "redis": "redis://127.0.0.1:1/0",

@@ -64,7 +64,10 @@ def test_a_reference_without_attribute_is_refused() -> None:
 
 
 @pytest.mark.parametrize("command", ["serve", "worker"])
-def test_app_is_required_and_never_defaults_to_the_demo(command: str) -> None:
+def test_app_is_required_and_never_defaults_to_the_demo(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ASANOHA_APP", raising=False)
     result = CliRunner().invoke(cli, [command])
     assert result.exit_code == 2
     assert "Missing option '--app'" in result.output
@@ -84,3 +87,22 @@ def test_the_installed_script_finds_an_app_in_the_folder_it_runs_in(tmp_path: Pa
     # Reaching the type check proves shop.py was imported from the working folder.
     assert done.returncode == 2, done.stdout + done.stderr
     assert "shop:not_an_app is a int, not an asanoha App" in done.stderr
+
+
+def test_asanoha_app_is_the_default_of_app(shop_folder: Path) -> None:
+    result = CliRunner().invoke(cli, ["tools"], env={"ASANOHA_APP": "shop:not_an_app"})
+    # Reaching the type check proves the variable named the application.
+    assert result.exit_code == 2
+    assert "shop:not_an_app is a int, not an asanoha App" in result.output
+
+
+def test_python_dash_m_asanoha_runs_the_command(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "asanoha", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "serve" in done.stdout and "worker" in done.stdout
