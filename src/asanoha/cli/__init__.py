@@ -9,6 +9,7 @@ worker's main process and in each pool process.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from importlib.metadata import version
 from typing import Annotated, Any
@@ -18,6 +19,7 @@ from typer.core import TyperGroup
 from typer.models import CommandInfo
 
 from asanoha.cli.app_loading import load_app
+from asanoha.cli.failures import DEBUG_VARIABLE, explain, shows_tracebacks
 
 __all__ = ["COMMANDS", "cli", "load_app", "main"]
 
@@ -119,10 +121,28 @@ def options(
             "--version", callback=show_version, is_eager=True, help="Show the version and exit."
         ),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Show the full traceback of a failure (also with ASANOHA_DEVELOPMENT=true).",
+        ),
+    ] = False,
 ) -> None:
     """asanoha: features, event store, service layer and Celery jobs."""
+    if debug:
+        # In the environment, so processes this command starts show them too.
+        os.environ[DEBUG_VARIABLE] = "1"
 
 
 def main() -> None:
-    """Entry point of the ``asanoha`` script."""
-    cli()
+    """Entry point of the ``asanoha`` script: a failure of the surroundings (database, broker,
+    settings, the app's declarations) is one line on stderr and exit code 1."""
+    try:
+        cli()
+    except Exception as error:
+        failure = None if shows_tracebacks() else explain(error)
+        if failure is None:
+            raise
+        typer.echo(failure.line(), err=True)
+        raise SystemExit(1) from None
