@@ -15,6 +15,7 @@ from sqlalchemy import Connection
 from asanoha.platform.model import Access, Agent, Feature, SessionUser
 from asanoha.platform.service import WriteContext
 from asanoha.platform.service.approvals import MAX_APPROVAL_TTL, ApprovalRequest
+from asanoha.platform.service.handler_context import platform_request
 
 #: ``mint(conn, approver, request) -> {"approval_id", "token", ...}`` (``Approvals.mint``)
 Mint = Callable[[Connection, SessionUser, ApprovalRequest], dict[str, Any]]
@@ -55,6 +56,6 @@ def agent_feature(mint: Mint) -> Feature:
         description="Approve one high-risk call by an agent: mints a single-use token.",
     )
     def approve(payload: ApprovePayload, ctx: WriteContext) -> dict[str, Any]:
-        return mint(ctx.request.conn, ctx.user, ApprovalRequest(**payload.model_dump()))
+        return mint(platform_request(ctx).conn, ctx.user, ApprovalRequest(**payload.model_dump()))
 
     return feature

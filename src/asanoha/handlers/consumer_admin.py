@@ -24,6 +24,7 @@ from asanoha.platform.errors import AccessDeniedError, Reasons
 from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.model.users import SYSTEM_ROLE
 from asanoha.platform.service import QueryContext, WriteContext
+from asanoha.platform.service.handler_context import platform_request
 from asanoha.platform.store import Tables, platform_tables
 
 SYSTEM_ADMIN_ROLE = "SystemAdmin"
@@ -55,7 +56,9 @@ class ConsumerName(BaseModel):
 def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
     """Every consumer's status: all of it for an operator, the caller's tenant's view else."""
     tenant = None if ctx.in_operator_tenant else ctx.tenant_id
-    statuses = operations.consumer_statuses(ctx.request.conn, platform_tables(), tenant_id=tenant)
+    statuses = operations.consumer_statuses(
+        platform_request(ctx).conn, platform_tables(), tenant_id=tenant
+    )
     return [_describe(found) for found in statuses]
 
 
@@ -69,7 +72,7 @@ def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
 def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Skip the event a consumer is stopped at."""
     _require_operator(ctx)
-    event_id = operations.skip_event(ctx.request.conn, platform_tables(), payload.name)
+    event_id = operations.skip_event(platform_request(ctx).conn, platform_tables(), payload.name)
     return {**_status_of(ctx, payload.name), "skipped_event_id": event_id}
 
 
@@ -81,7 +84,7 @@ def _consumer_operation(
 
     def handler(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
         _require_operator(ctx)
-        operation(ctx.request.conn, platform_tables(), payload.name)
+        operation(platform_request(ctx).conn, platform_tables(), payload.name)
         return _status_of(ctx, payload.name)
 
     handler.__name__ = handler.__qualname__ = name
@@ -118,7 +121,7 @@ def _require_operator(ctx: QueryContext) -> None:
 
 
 def _status_of(ctx: QueryContext, name: str) -> dict[str, Any]:
-    [found] = operations.consumer_statuses(ctx.request.conn, platform_tables(), [name])
+    [found] = operations.consumer_statuses(platform_request(ctx).conn, platform_tables(), [name])
     return _describe(found)
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
 from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.service import QueryContext, WriteContext
+from asanoha.platform.service.handler_context import platform_request
 from asanoha.platform.service.job_operations import (
     list_failed_jobs,
     list_job_runs,
@@ -77,7 +78,7 @@ job_retried = feature.event("job-retried", JobRetried)
 def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
     """Put a failed job of the caller's tenant back to pending; publish it on commit."""
     retried = retry_failed_job(
-        ctx.request,
+        platform_request(ctx),
         platform_tables(),
         payload.id,
         requested_by=ctx.user.id,
@@ -110,7 +111,7 @@ def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
 def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
     """The newest ended attempts of the caller's tenant."""
     found = list_job_runs(
-        ctx.request.conn,
+        platform_request(ctx).conn,
         platform_tables(),
         limit=payload.limit,
         failed_only=payload.failed_only,
@@ -138,7 +139,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
 def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
     """The failed jobs of the caller's tenant: the ids ``job-admin:write:retry`` takes."""
     found = list_failed_jobs(
-        ctx.request.conn, platform_tables(), limit=payload.limit, tenant_id=ctx.tenant_id
+        platform_request(ctx).conn, platform_tables(), limit=payload.limit, tenant_id=ctx.tenant_id
     )
     return [
         {

@@ -41,10 +41,11 @@ def ledger(
     max_attempts: int = 3,
     start: ConsumerStart = "beginning",
     backoff: Backoff = NO_BACKOFF,
+    raw_sql: str | None = None,
 ) -> Feature:
     """A feature with an entity (``entry``), a domain event (``posted``), a write that appends
     it (``post``) and a consumer ``follow`` of ``posted`` calling ``handler`` (by default
-    without a wait between attempts)."""
+    without a wait between attempts, with ``raw_sql`` as declared)."""
     feature = Feature(name)
     feature.entity(
         "entry",
@@ -63,7 +64,12 @@ def ledger(
         return int(ctx.append_event(posted, {"n": payload.n}, stream_id=payload.stream).id)
 
     @feature.consumer(
-        "follow", on=[posted.qn], max_attempts=max_attempts, start=start, backoff=backoff
+        "follow",
+        on=[posted.qn],
+        max_attempts=max_attempts,
+        start=start,
+        backoff=backoff,
+        raw_sql=raw_sql,
     )
     def follow(event: StoredEvent, ctx: ConsumerContext) -> None:
         if handler is not None:

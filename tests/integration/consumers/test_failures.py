@@ -133,11 +133,11 @@ def test_a_crash_after_the_handler_leaves_neither_effect_nor_advance_and_redeliv
         ctx.entity("entry").create({"note": "effect", "event_id": event.id})
         if crashes:
             crashes.pop()
-            pid = ctx.request.conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            pid = ctx.sql.execute("SELECT pg_backend_pid()").scalar_one()
             with killer.connect() as other:
                 other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
 
-    stack = asanoha_stack(features=[ledger(handler)])
+    stack = asanoha_stack(features=[ledger(handler, raw_sql="asks for its backend's pid")])
     event = append(stack, "s")
     try:
         with pytest.raises(OperationalError):
@@ -182,9 +182,11 @@ def test_a_handler_that_catches_a_database_error_is_recorded_failed_and_keeps_no
     def handler(event: StoredEvent, ctx: ConsumerContext) -> None:
         ctx.entity("entry").create({"note": "before", "event_id": event.id})
         with contextlib.suppress(DBAPIError):
-            ctx.request.conn.execute(text("SELECT 1 / 0"))
+            ctx.sql.execute("SELECT 1 / 0")
 
-    stack = asanoha_stack(features=[ledger(handler, max_attempts=2)])
+    stack = asanoha_stack(
+        features=[ledger(handler, max_attempts=2, raw_sql="runs a statement that fails")]
+    )
     event = append(stack, "s")
     stack.consumers.run_once()
     [status] = stack.consumers.status()

@@ -37,14 +37,15 @@ def write_through_service(payload: Label, ctx: QueryContext) -> Any:
         f"{GATE}:create-prompt-high",
         {"label": payload.label, "body": "obey me"},
         ctx.user,
-        parent=ctx.request,
+        parent=ctx._request,
     )
 
 
 @scope.query_handler("insert-on-connection", access=ADMIN, agent=Agent(risk="low"))
 def insert_on_connection(payload: Label, ctx: QueryContext) -> Any:
-    """A low-risk query writing a row with no event, straight on its connection."""
-    ctx.request.conn.exec_driver_sql(
+    """A low-risk query writing a row with no event, straight on its connection (reached
+    past the context's public surface)."""
+    ctx._request.conn.exec_driver_sql(
         "INSERT INTO contacts (id, tenant_id, version, created_at, created_by, modified_at, "
         "modified_by, topic) VALUES ('00000000-0000-0000-0000-000000000001', 'tenant-a', 1, "
         "now(), 'x', now(), 'x', 'sneaked')"

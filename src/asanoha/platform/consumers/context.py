@@ -15,7 +15,8 @@ from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
     from asanoha.platform.service import EntityExecutor, Service
-    from asanoha.platform.service.request import Request
+    from asanoha.platform.service.raw_sql import RawSql
+    from asanoha.platform.service.request import Request, RequestView
 
 #: The savepoint of one delivery. Taken with plain SQL rather than ``begin_nested()``: when a
 #: handler caught a database error, Postgres refuses the RELEASE, and SQLAlchemy then drops
@@ -32,14 +33,15 @@ class ConsumerContext:
     stay refused unless the consumer declares ``acts_for_system``. Their effects commit with the cursor's advance, or not at all:
     a failing handler rolls back everything it did for this event (a savepoint, taken on
     the first call that touches the database, so a handler that only reads the event costs
-    nothing).
+    nothing). The handler sees a view of the unit of work (``request``), not its connection:
+    SQL of its own goes through ``sql``, which needs ``raw_sql=`` on the decorator.
     """
 
     def __init__(
         self, service: Service, conn: Connection, consumer: ConsumerDef, event: StoredEvent
     ) -> None:
         # Kept small: a context is made for every event, most of which touch nothing.
-        self.service = service
+        self._service = service
         self.consumer = consumer
         self.event = event
         self._conn = conn
@@ -71,16 +73,16 @@ class ConsumerContext:
 
     def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Run the write handler ``qn`` as ``user``."""
-        return self.service.dispatch_write(qn, payload, user, parent=self.request)
+        return self._service.dispatch_write(qn, payload, user, parent=self._unit_request())
 
     def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Run the query handler ``qn`` as ``user`` (it sees this pass's writes)."""
-        return self.service.dispatch_query(qn, payload, user, parent=self.request)
+        return self._service.dispatch_query(qn, payload, user, parent=self._unit_request())
 
     def entity(self, name: str) -> EntityExecutor:
         """The executor of entity ``name`` (of the consumer's feature) or ``feature:name``."""
-        return self.service.executor(
-            self.request,
+        return self._service.executor(
+            self._unit_request(),
             name,
             self.system_user,
             feature=self.consumer.feature,
@@ -89,12 +91,35 @@ class ConsumerContext:
 
     def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
         """Enqueue the job ``job_qn``; it is published once the pass commits."""
-        return self.service.enqueue_job(
-            job_qn, payload, self.system_user, parent=self.request, trigger_name=self.consumer.qn
+        return self._service.enqueue_job(
+            job_qn,
+            payload,
+            self.system_user,
+            parent=self._unit_request(),
+            trigger_name=self.consumer.qn,
         )
 
     @property
-    def request(self) -> Request:
+    def request(self) -> RequestView:
+        """The unit of work of this delivery (origin, ids), opened on first use."""
+        return self._unit_request().view()
+
+    @property
+    def sql(self) -> RawSql:
+        """SQL on the consumer's own tables, in this delivery's savepoint (rolled back with
+        it). Needs ``raw_sql="<reason>"`` on the decorator; entity and platform tables are
+        refused (see ``service/raw_sql.py``)."""
+        from asanoha.platform.service.raw_sql import open_raw_sql
+
+        return open_raw_sql(
+            self._unit_request().conn,
+            self._service.tables,
+            self.consumer.qn,
+            self.consumer.raw_sql,
+            read_only=False,
+        )
+
+    def _unit_request(self) -> Request:
         """The unit of work of this delivery, opened on first use."""
         if self._request is None:
             from asanoha.platform.service.request import Acting, RequestMeta, WriteOrigin
@@ -102,7 +127,7 @@ class ConsumerContext:
             self._conn.exec_driver_sql(f"SAVEPOINT {SAVEPOINT}")
             self._in_savepoint = True
             metadata = self.event.metadata
-            self._unit = self.service.unit_of_work(
+            self._unit = self._service.unit_of_work(
                 self.system_user,
                 origin=WriteOrigin.from_header(metadata.get("origin")),
                 meta=RequestMeta(
@@ -143,4 +168,18 @@ class ConsumerContext:
     def after_commit(self) -> None:
         """Publish the jobs this delivery enqueued and announce its events (pass committed)."""
         if self._request is not None:
-            self.service.after_commit(self._request)
+            self._service.after_commit(self._request)
+
+
+def platform_unit(ctx: ConsumerContext) -> tuple[Service, Request]:
+    """The service and the delivery's unit of work, for the platform's own consumers (the
+    job-trigger consumer enqueues with an idempotency key). Refused for a consumer defined
+    outside the ``asanoha`` package."""
+    from asanoha.platform.service.handler_context import is_platform_code
+
+    if not is_platform_code(ctx.consumer.func):
+        raise RuntimeError(
+            f"{ctx.consumer.qn}: platform_unit() serves the platform's own consumers only; "
+            'declare raw_sql="<reason>" and use ctx.sql for SQL on your own tables'
+        )
+    return ctx._service, ctx._unit_request()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asanoha.platform.consumers.context import ConsumerContext
+from asanoha.platform.consumers.context import ConsumerContext, platform_unit
 from asanoha.platform.model import ConsumerDef, Registry
 from asanoha.platform.store import StoredEvent
 
@@ -15,12 +15,13 @@ def trigger_jobs(event: StoredEvent, ctx: ConsumerContext) -> None:
     The job row is written in the pass's transaction, and its idempotency key is
     (job QN, event id): a redelivered event (after a restart, say) never starts a job twice.
     """
-    for job in ctx.service.registry.jobs_triggered_by(event.type):
-        ctx.service.enqueue_job(
+    service, request = platform_unit(ctx)
+    for job in service.registry.jobs_triggered_by(event.type):
+        service.enqueue_job(
             job.qn,
             event.payload,
             ctx.system_user,
-            parent=ctx.request,
+            parent=request,
             trigger_name=event.type,
             trigger_event_id=event.id,
             idempotency_key=f"{job.qn}@event:{event.id}",

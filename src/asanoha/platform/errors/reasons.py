@@ -24,6 +24,8 @@ class Reasons(StrEnum):
     SYSTEM_IDENTITY_SWITCH_DENIED = "system_identity_switch_denied"
     EVENT_APPEND_DENIED = "event_append_denied"
     OPERATOR_REQUIRED = "operator_required"
+    RAW_SQL_NOT_DECLARED = "raw_sql_not_declared"
+    RAW_SQL_REFUSED = "raw_sql_refused"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"

@@ -155,12 +155,14 @@ class Feature:
         schema: type[BaseModel] | None = None,
         identity_switch: str | None = None,
         system_identity: str | None = None,
+        raw_sql: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
 
         ``ctx.write_as`` may act only as the caller's tenant with a subset of the caller's
         roles; ``identity_switch="<reason>"`` lifts that, ``system_identity="<reason>"`` lets
-        it act as the tenant's system user.
+        it act as the tenant's system user. ``raw_sql="<reason>"`` gives it ``ctx.sql``: SQL
+        on its own tables in the write's transaction (never on entity or platform tables).
         """
         qn = make_qn(self.name, "write", name)
         return self._handler(
@@ -172,6 +174,7 @@ class Feature:
             schema,
             identity_switch=_reason_or_none(identity_switch, qn, "identity_switch"),
             system_identity=_reason_or_none(system_identity, qn, "system_identity"),
+            raw_sql=_raw_sql(raw_sql, qn),
         )
 
     def query_handler(
@@ -182,9 +185,15 @@ class Feature:
         agent: Agent | None = None,
         description: str | None = None,
         schema: type[BaseModel] | None = None,
+        raw_sql: str | None = None,
     ) -> Callable[[F], F]:
-        """Register ``func(payload, ctx: QueryContext)`` as ``<feature>:query:<name>``."""
-        return self._handler("query", name, access, agent, description, schema)
+        """Register ``func(payload, ctx: QueryContext)`` as ``<feature>:query:<name>``.
+
+        ``raw_sql="<reason>"`` gives it ``ctx.sql``: reads of its own tables."""
+        qn = make_qn(self.name, "query", name)
+        return self._handler(
+            "query", name, access, agent, description, schema, raw_sql=_raw_sql(raw_sql, qn)
+        )
 
     def _handler(
         self,
@@ -197,6 +206,7 @@ class Feature:
         *,
         identity_switch: str | None = None,
         system_identity: str | None = None,
+        raw_sql: str | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
@@ -216,6 +226,7 @@ class Feature:
                     description=description or _first_line(func.__doc__),
                     identity_switch=identity_switch,
                     system_identity=system_identity,
+                    raw_sql=raw_sql,
                 )
             )
             return func
@@ -322,6 +333,7 @@ class Feature:
         start: ConsumerStart = "beginning",
         acts_for_system: str | None = None,
         backoff: Backoff | None = None,
+        raw_sql: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(event: StoredEvent, ctx: ConsumerContext)`` as
         ``<feature>:consumer:<name>``: called once per committed event of the types ``on``
@@ -331,10 +343,13 @@ class Feature:
         told to skip it. ``start="now"`` makes a new consumer begin at the newest event
         instead of the first.
         ``acts_for_system="<reason>"``: the consumer's gated operations are not limited by
-        the risk of the agent call that began the event's chain."""
+        the risk of the agent call that began the event's chain.
+        ``raw_sql="<reason>"`` gives it ``ctx.sql``: SQL on its own tables in the delivery's
+        savepoint."""
         qn = make_qn(self.name, "consumer", name)
         self._check_open(f"consumer {qn!r}")
         system_reason = _acts_for_system(acts_for_system, qn)
+        sql_reason = _raw_sql(raw_sql, qn)
         event_types = tuple(on)
         if not event_types:
             raise DefinitionError(f"{qn}: on=[...] must name at least one event type")
@@ -369,6 +384,7 @@ class Feature:
                     start=start,
                     acts_for_system=system_reason,
                     backoff=backoff or CONSUMER_BACKOFF,
+                    raw_sql=sql_reason,
                 )
             )
             return func
@@ -407,4 +423,15 @@ def _reason_or_none(reason: str | None, qn: str, option: str) -> str | None:
         return None
     if not isinstance(reason, str) or not reason.strip():
         raise DefinitionError(f"{qn}: {option}= needs a non-blank reason (why it may switch)")
+    return reason
+
+
+def _raw_sql(reason: str | None, qn: str) -> str | None:
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        raise DefinitionError(
+            f"{qn}: raw_sql= needs a non-blank reason: why it runs SQL of its own rather than "
+            "going through ctx.entity(...) (or leave it out)"
+        )
     return reason

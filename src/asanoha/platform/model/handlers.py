@@ -76,6 +76,9 @@ class HandlerDef:
     identity_switch: str | None = None
     #: Why ``ctx.write_as`` may act as the tenant's system user.
     system_identity: str | None = None
+    #: Why the handler runs SQL of its own (``ctx.sql``, on its own tables only); ``None``:
+    #: it has no SQL access.
+    raw_sql: str | None = None
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses
@@ -137,6 +140,8 @@ class ConsumerDef:
     acts_for_system: str | None = None
     #: The wait after failed attempt n at an event before attempt n + 1.
     backoff: Backoff = CONSUMER_BACKOFF
+    #: Why the consumer runs SQL of its own (``ctx.sql``, on its own tables only).
+    raw_sql: str | None = None
 
 
 def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:

@@ -2,6 +2,8 @@
 
 A context carries the handler's ``Request`` and hands it on explicitly to every call it makes,
 so a nested write keeps the entry handler and origin even when it runs on another thread.
+The handler itself sees only a view of it (``ctx.request``): the connection stays inside the
+service layer, and SQL of the handler's own goes through ``ctx.sql`` (``raw_sql.py``).
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.model import EventDef, HandlerDef, SessionUser
 from asanoha.platform.service import gates
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
-from asanoha.platform.service.request import Request
+from asanoha.platform.service.raw_sql import RawSql, open_raw_sql
+from asanoha.platform.service.request import Request, RequestView
 from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
@@ -38,9 +42,22 @@ class QueryContext:
         return logging.getLogger(f"asanoha.handler.{self.handler.qn}")
 
     @property
-    def request(self) -> Request:
-        """The request this handler runs in (entry handler, origin, ids)."""
-        return self._request
+    def request(self) -> RequestView:
+        """The request this handler runs in (caller, entry handler, origin, ids)."""
+        return self._request.view()
+
+    @property
+    def sql(self) -> RawSql:
+        """SQL on the handler's own tables, in this request's transaction (a query handler's
+        only reads). Needs ``raw_sql="<reason>"`` on the decorator; entity and platform tables
+        are refused (see ``service/raw_sql.py``)."""
+        return open_raw_sql(
+            self._request.conn,
+            self._service.tables,
+            self.handler.qn,
+            self.handler.raw_sql,
+            read_only=self.handler.kind == "query",
+        )
 
     @property
     def tenant_id(self) -> str:
@@ -114,3 +131,21 @@ class WriteContext(QueryContext):
         return self._service.enqueue_job(
             job_qn, payload, self.user, parent=self._request, trigger_name=self.handler.qn
         )
+
+
+def is_platform_code(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` is defined in the ``asanoha`` package (the bundled features)."""
+    return str(getattr(func, "__module__", "")).startswith("asanoha.")
+
+
+def platform_request(ctx: QueryContext) -> Request:
+    """The request with its connection, for the platform's bundled handlers
+    (``asanoha.handlers``): they operate the platform's own tables (consumer cursors, job
+    rows, approvals), which ``ctx.sql`` refuses. Refused for a handler defined elsewhere:
+    application code declares ``raw_sql=`` and uses ``ctx.sql``."""
+    if not is_platform_code(ctx.handler.func):
+        raise RuntimeError(
+            f"{ctx.handler.qn}: platform_request() serves the platform's bundled handlers "
+            'only; declare raw_sql="<reason>" and use ctx.sql for SQL on your own tables'
+        )
+    return ctx._request

@@ -188,6 +188,39 @@ class Request:
         del self.outbox[mark[0] :]
         del self.appended[mark[1] :]
 
+    def view(self) -> RequestView:
+        """What a handler may see of this request (``ctx.request``)."""
+        return RequestView(
+            user=self.user,
+            kind=self.kind,
+            entry=self.entry,
+            origin=self.origin,
+            meta=self.meta,
+            request_id=self.request_id,
+            approval_id=self.approval_id,
+            acting=self.acting,
+        )
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """A handler's view of its request (``ctx.request``): who acts, through which entry
+    handler, from which origin, under which ids.
+
+    Not the connection, nor the pending outbox and events: a handler writes through
+    ``ctx.entity``, ``ctx.write`` and ``ctx.append_event``, which record the event, the
+    provenance and the gates, and runs SQL of its own only through ``ctx.sql``.
+    """
+
+    user: SessionUser
+    kind: RequestKind
+    entry: EntryHandler | None
+    origin: WriteOrigin
+    meta: RequestMeta
+    request_id: str
+    approval_id: uuid.UUID | None
+    acting: Acting | None
+
 
 def _principal_kind_of(value: Any) -> PrincipalKind:
     return "human" if value == "human" else "agent" if value == "agent" else "system"
