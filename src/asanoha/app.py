@@ -71,11 +71,14 @@ class App:
         # Jobs triggered by a write are published right after its commit, in whatever
         # process made the write (an API server too).
         publisher = DeferredCeleryPublisher(self) if self.registry.jobs and publish_jobs else None
+        # Never derived from the public placeholder outside development: then a random key of
+        # this process (asanoha serve on the embedded default signs with one of its own).
+        approval_secret = self.settings.approval_signing_secret
         self.service = Service(
             self.registry,
             self.database,
             publisher=publisher,
-            approval_key=approval_key(self.settings.jwt_secret),
+            approval_key=approval_key(approval_secret) if approval_secret else None,
             operator_tenant=self.settings.operator_tenant,
         )
         #: The event consumers, the built-in job-trigger consumer included.

@@ -11,10 +11,17 @@ EMBEDDED_DATABASE_URL = "sqlite+pysqlite:///asanoha.sqlite3"
 EMBEDDED_BROKER_URL = "memory://"
 #: The placeholder secret: public, so the HTTP app refuses it outside development.
 PLACEHOLDER_JWT_SECRET = "change-me-in-production"
+#: The algorithms tokens may be signed with: HMAC over the shared secret.
+SIGNING_ALGORITHMS = ("HS256", "HS384", "HS512")
+#: The shortest secret accepted (RFC 7518 asks for a key at least as long as the hash).
+MIN_SECRET_BYTES = 32
+#: How to make a secret, quoted by every refusal that asks for one.
+SECRET_RECIPE = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 class InsecureSettingsError(ValueError):
-    """The settings would let anyone in (the public placeholder JWT secret)."""
+    """The settings would let anyone in (the public placeholder JWT secret), or sign tokens
+    that could not be checked (a short secret, an unsupported algorithm)."""
 
 
 class Settings(BaseSettings):
@@ -47,6 +54,11 @@ class Settings(BaseSettings):
     jwt_secret: str = PLACEHOLDER_JWT_SECRET
     jwt_algorithm: str = "HS256"
     jwt_ttl_seconds: int = 3600
+    #: The longest lifetime a token may claim (``exp`` minus ``iat``, or minus now without
+    #: ``iat``): a leaked token is good for a day at most.
+    jwt_max_ttl_seconds: int = 86400
+    #: Signs approval tokens; unset: a key derived from ``jwt_secret``.
+    approval_secret: str | None = None
     max_body_bytes: int = 1024 * 1024
     max_json_depth: int = 32
     #: Items a ``POST /api/batch`` may hold: one transaction runs them all, and a batch that
@@ -69,19 +81,93 @@ class Settings(BaseSettings):
         """Whether tokens would be signed with the public placeholder secret."""
         return self.jwt_secret == PLACEHOLDER_JWT_SECRET
 
-
-def require_signing_secret(settings: Settings) -> None:
-    """Refuse the placeholder JWT secret unless ``ASANOHA_DEVELOPMENT=true``.
-
-    The placeholder is published in the source: anyone could sign an Admin token with it.
-    """
-    if settings.uses_placeholder_secret and not settings.development:
-        raise InsecureSettingsError(
-            "ASANOHA_JWT_SECRET is not set: bearer tokens would be signed with the public "
-            "placeholder secret, so anyone could mint an Admin token. Set ASANOHA_JWT_SECRET "
-            "to a long random value (python -c 'import secrets; print(secrets.token_urlsafe(32))'), "
-            "or set ASANOHA_DEVELOPMENT=true on a development machine."
+    @property
+    def uses_embedded_default(self) -> bool:
+        """Whether the application runs on SQLite and the in-process broker: one process,
+        ``asanoha serve`` or ``asanoha demo`` on a developer's machine."""
+        return self.database_url.startswith("sqlite") and self.broker_url.startswith(
+            EMBEDDED_BROKER_URL
         )
+
+    @property
+    def approval_signing_secret(self) -> str | None:
+        """The secret approval keys derive from; ``None``: a random key of this process.
+
+        Never the placeholder outside development: an approval key derived from a public
+        secret would let anyone approve an agent's high-risk call. ``asanoha serve`` on the
+        embedded default signs bearer tokens with a secret of its process, so a key of its
+        process serves its approvals too.
+        """
+        if self.approval_secret is not None:
+            return self.approval_secret
+        if self.uses_placeholder_secret and not self.development:
+            return None
+        return self.jwt_secret
+
+
+def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[str]:
+    """What is wrong with the settings that sign and check tokens, each naming the variable
+    and the fix; empty when nothing is.
+
+    The placeholder secret is one outside development, for a process that ``checks_tokens``;
+    a secret shorter than ``MIN_SECRET_BYTES``, an algorithm outside ``SIGNING_ALGORITHMS``
+    and a token lifetime above the longest accepted one are others, in development too.
+    """
+    problems: list[str] = []
+    if settings.uses_placeholder_secret:
+        if checks_tokens and not settings.development:
+            problems.append(
+                "ASANOHA_JWT_SECRET is not set: bearer tokens would be signed with the public "
+                "placeholder secret, so anyone could mint an Admin token. Set "
+                f"ASANOHA_JWT_SECRET to a long random value ({SECRET_RECIPE}), or set "
+                "ASANOHA_DEVELOPMENT=true on a development machine."
+            )
+    elif len(settings.jwt_secret.encode()) < MIN_SECRET_BYTES:
+        problems.append(
+            f"ASANOHA_JWT_SECRET is {len(settings.jwt_secret.encode())} bytes long: an HMAC "
+            f"secret needs at least {MIN_SECRET_BYTES} bytes, or it can be guessed. Set it "
+            f"to a long random value ({SECRET_RECIPE})."
+        )
+    if (
+        settings.approval_secret is not None
+        and len(settings.approval_secret.encode()) < MIN_SECRET_BYTES
+    ):
+        problems.append(
+            f"ASANOHA_APPROVAL_SECRET is {len(settings.approval_secret.encode())} bytes long: "
+            f"it needs at least {MIN_SECRET_BYTES} bytes. Set it to a long random value "
+            f"({SECRET_RECIPE}), or unset it to derive approval keys from ASANOHA_JWT_SECRET."
+        )
+    if settings.jwt_algorithm not in SIGNING_ALGORITHMS:
+        problems.append(
+            f"ASANOHA_JWT_ALGORITHM is {settings.jwt_algorithm!r}: tokens are signed with a "
+            f"shared secret, so it must be one of {', '.join(SIGNING_ALGORITHMS)} (unset: "
+            "HS256)."
+        )
+    if settings.jwt_max_ttl_seconds < 1:
+        problems.append(
+            f"ASANOHA_JWT_MAX_TTL_SECONDS is {settings.jwt_max_ttl_seconds}: it must be a "
+            "positive number of seconds (unset: 86400)."
+        )
+    elif not 0 < settings.jwt_ttl_seconds <= settings.jwt_max_ttl_seconds:
+        problems.append(
+            f"ASANOHA_JWT_TTL_SECONDS is {settings.jwt_ttl_seconds}: the platform would issue "
+            "tokens it refuses. Set it between 1 and ASANOHA_JWT_MAX_TTL_SECONDS "
+            f"({settings.jwt_max_ttl_seconds})."
+        )
+    return problems
+
+
+def require_signing_settings(settings: Settings, *, checks_tokens: bool = True) -> None:
+    """Raise ``InsecureSettingsError`` naming every ``signing_problems`` of ``settings``.
+
+    Checked by the HTTP app when it is built, and at start by ``serve``, ``mcp`` and
+    ``asanoha token``; ``worker`` and ``beat`` neither sign nor check bearer tokens
+    (``checks_tokens=False``: they may run on the placeholder), but refuse a setting that is
+    wrong, so a deployment's shared environment fails at the first process that starts.
+    """
+    problems = signing_problems(settings, checks_tokens=checks_tokens)
+    if problems:
+        raise InsecureSettingsError("\n".join(problems))
 
 
 def with_process_secret(settings: Settings) -> Settings:

@@ -14,11 +14,10 @@ import datetime as dt
 import logging
 import time
 import uuid
-from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from celery import Task
-from celery.exceptions import Reject, Retry
+from celery.exceptions import Reject, Retry, TimeLimitExceeded
 
 from asanoha.platform.model import JobDef
 from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
@@ -37,10 +36,12 @@ from asanoha.workers.job_rows import (
     Claim,
     JobRows,
     JobRowsUnavailable,
+    Unclaimed,
     describe_error,
     new_claim_token,
 )
 from asanoha.workers.retry_policy import (
+    HARD_LIMIT_GRACE,
     broker_countdown_limit,
     is_retryable,
     job_timeout,
@@ -88,7 +89,7 @@ class AttemptRunner:
                 self._rows.refuse(row_id, job.qn, attempt, "refused: the message has no job row")
                 log.error("%s %s: no job row; refused", job.qn, row_id)
             elif claim.state == RUNNING and claim.attempt == attempt and redelivered:
-                self._crashed(job, row_id, attempt, claim.headers or {}, claim.started_at)
+                self._crashed(job, row_id, claim)
             else:
                 # Finished, a later attempt, or a second copy of a live attempt: the row says
                 # the work is done or being done, so this copy is acknowledged unrun.
@@ -145,34 +146,75 @@ class AttemptRunner:
         countdown = self._schedule_retry(job, row_id, ctx.tenant_id, ctx.attempt, claim, error)
         raise Retry(exc=exc, when=countdown) from exc
 
-    def _crashed(
+    def _crashed(self, job: JobDef, row_id: uuid.UUID, running: Unclaimed) -> None:
+        """A redelivered attempt the row shows running: its worker died mid-run. It counts as
+        an attempt; the next one follows as an ordinary retry, or the job fails for good."""
+        lost = WorkerLostError(
+            f"the worker running attempt {running.attempt} was lost (killed, out of memory)"
+        )
+        log.warning("%s %s: attempt %d crashed with its worker", job.qn, row_id, running.attempt)
+        countdown = self._end_crashed(job, row_id, running, lost)
+        if countdown is None:
+            # Raised so that Flower shows the delivery as failed (it is recorded already).
+            raise lost
+        raise Retry(exc=lost, when=countdown)
+
+    def end_killed_attempt(self, job: JobDef, row_id: uuid.UUID, attempt: int | None) -> None:
+        """End, as crashed, ``attempt`` of the row ``row_id`` (``None``: the one running),
+        whose pool process is killed at its hard time limit. Called in the worker's main
+        process, which must not block long nor raise: a database that fails leaves the row
+        running for the redelivery of the message (see ``job_task``) to judge."""
+        try:
+            running = self._rows.look(row_id)
+        except JobRowsUnavailable:
+            log.warning("%s %s: reading the row of an attempt past its hard time limit failed",
+                        job.qn, row_id, exc_info=True)  # fmt: skip
+            return
+        if running.state != RUNNING or attempt not in (None, running.attempt):
+            return  # it ended after all, or the row has moved on
+        limit = job_timeout(job, self._settings) + HARD_LIMIT_GRACE
+        killed = TimeLimitExceeded(
+            f"attempt {running.attempt} ran past its hard time limit ({limit:g} s); "
+            "its process was killed"
+        )
+        log.warning("%s %s: attempt %d killed at its hard time limit", job.qn, row_id,
+                    running.attempt)  # fmt: skip
+        try:
+            self._end_crashed(job, row_id, running, killed, give_back=False)
+        except Exception:
+            log.warning("%s %s: ending an attempt past its hard time limit failed", job.qn,
+                        row_id, exc_info=True)  # fmt: skip
+
+    def _end_crashed(
         self,
         job: JobDef,
         row_id: uuid.UUID,
-        attempt: int,
-        headers: Mapping[str, Any],
-        started_at: dt.datetime | None,
-    ) -> None:
-        """A redelivered attempt the row shows running: its worker died mid-run. It counts as
-        an attempt; the next one follows as an ordinary retry, or the job fails for good."""
-        tenant_id = headers.get("tenant_id") if isinstance(headers.get("tenant_id"), str) else None
-        lost = WorkerLostError(
-            f"the worker running attempt {attempt} was lost (killed, out of memory)"
-        )
-        error = describe_error(lost)
-        log.warning("%s %s: attempt %d crashed with its worker", job.qn, row_id, attempt)
+        running: Unclaimed,
+        exc: Exception,
+        *,
+        give_back: bool = True,
+    ) -> float | None:
+        """End the ``running`` attempt, whose process is gone, as crashed: the next attempt
+        is scheduled (its countdown returned), or the job fails for good (``None``)."""
+        headers = running.headers or {}
+        tenant = headers.get("tenant_id")
+        tenant_id = tenant if isinstance(tenant, str) else None
+        error = describe_error(exc)
         # A token of its own: this end, sent again after a lost reply, is recognised as
-        # written, and the lost worker's late end is not.
-        started = started_at or dt.datetime.now(dt.UTC)
-        claim = Claim(job.qn, {}, headers, None, started, new_claim_token())
-        if attempt > job.retries:
-            self._end(job, row_id, tenant_id, attempt, claim, AttemptEnd("failed", FAILED, error))
-            # Raised so that Flower shows the delivery as failed (it is recorded already).
-            raise lost
-        countdown = self._schedule_retry(
-            job, row_id, tenant_id, attempt, claim, error, status="crashed"
+        # written, and the lost process's late end is not. It holds the attempt only while
+        # the row still carries the lost claim's token.
+        started = running.started_at or dt.datetime.now(dt.UTC)
+        claim = Claim(
+            job.qn, {}, headers, None, started, new_claim_token(), lost_token=running.token
         )
-        raise Retry(exc=lost, when=countdown)
+        attempt = running.attempt
+        if attempt > job.retries:
+            end = AttemptEnd("failed", FAILED, error)
+            self._end(job, row_id, tenant_id, attempt, claim, end, give_back=give_back)
+            return None
+        return self._schedule_retry(
+            job, row_id, tenant_id, attempt, claim, error, status="crashed", give_back=give_back
+        )
 
     def _schedule_retry(
         self,
@@ -184,6 +226,7 @@ class AttemptRunner:
         error: str,
         *,
         status: str = "retrying",
+        give_back: bool = True,
     ) -> float:
         """Write the next attempt onto the row, then publish it when the broker may hold its
         countdown; a failed publish leaves it due for the relay. Returns the countdown."""
@@ -201,7 +244,7 @@ class AttemptRunner:
             not_before=not_before,
             relay_after=relay_after,
         )
-        if not self._end(job, row_id, tenant_id, attempt, claim, end):
+        if not self._end(job, row_id, tenant_id, attempt, claim, end, give_back=give_back):
             return countdown  # another delivery ended this attempt and scheduled the next
         if by_broker:
             message = OutboxMessage(row_id, job.qn, attempt=attempt + 1, countdown=countdown)
@@ -231,10 +274,14 @@ class AttemptRunner:
         attempt: int,
         claim: Claim,
         end: AttemptEnd,
+        *,
+        give_back: bool = True,
     ) -> bool:
         try:
             return self._rows.end(row_id, job.qn, tenant_id, attempt, claim, end)
         except JobRowsUnavailable as exc:
+            if not give_back:
+                raise
             # The row still says running: given back, the message comes again as a
             # redelivery, which ends this attempt as crashed (at least once, never lost).
             _give_back(job, row_id, "ending the attempt on", exc)

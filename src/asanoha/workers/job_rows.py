@@ -30,6 +30,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    func,
     insert,
     null,
     or_,
@@ -100,6 +101,14 @@ class Claim:
     #: The token the claim wrote on the row (a delivery that ends a crashed attempt brings
     #: its own); the attempt's end writes it again and recognises itself by it.
     token: str | None = None
+    #: For the end of a crashed attempt: the token of the lost claim, which the row must
+    #: still carry ("" for a claim that wrote none). ``None``: the end of this claim.
+    lost_token: str | None = None
+
+    @property
+    def held_token(self) -> str:
+        """The token the row carries while the attempt this end ends is running."""
+        return self.lost_token if self.lost_token is not None else self.token or ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,8 @@ class Unclaimed:
     job_qn: str | None = None
     headers: Mapping[str, Any] | None = None
     started_at: dt.datetime | None = None
+    #: The token of the claim the row carries ("" for none).
+    token: str = ""
 
 
 @dataclass(frozen=True)
@@ -163,14 +174,23 @@ class JobRows:
             .returning(outbox.c.job_qn, outbox.c.payload, outbox.c.headers, outbox.c.trigger_result)
         )
         self._look = select(
-            outbox.c.state, outbox.c.attempt, outbox.c.job_qn, outbox.c.headers, outbox.c.started_at
+            outbox.c.state,
+            outbox.c.attempt,
+            outbox.c.job_qn,
+            outbox.c.headers,
+            outbox.c.started_at,
+            outbox.c.claim_token,
         ).where(outbox.c.id == bindparam("row_id"))
+        # The end holds only the claim it ends: after an operator's retry the attempt
+        # numbers start again, and a late end of the earlier run (its worker lost, then
+        # back) must not end the new attempt of the same number.
         self._end = (
             update(outbox)
             .where(
                 outbox.c.id == bindparam("row_id"),
                 outbox.c.state == RUNNING,
                 outbox.c.attempt == bindparam("end_attempt"),
+                func.coalesce(outbox.c.claim_token, "") == bindparam("end_held"),
             )
             .values(
                 state=bindparam("end_state"),
@@ -232,9 +252,17 @@ class JobRows:
                     row.job_qn, dict(row.payload), row.headers, row.trigger_result, started, token
                 )
             found = conn.execute(self._look, {"row_id": row_id}).first()
-        if found is None:
-            return Unclaimed("missing", 0)
-        return Unclaimed(found.state, found.attempt, found.job_qn, found.headers, found.started_at)
+        return _unclaimed(found)
+
+    def look(self, row_id: uuid.UUID) -> Unclaimed:
+        """The job row ``row_id`` as it stands, claimed by no one (``state`` ``missing``: no
+        row). Raises ``JobRowsUnavailable`` when the database fails."""
+
+        def read() -> Unclaimed:
+            with self._engine.connect() as conn:
+                return _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
+
+        return _once_more_after_disconnect(read)
 
     @contextlib.contextmanager
     def _claim_connection(self) -> Iterator[Connection]:
@@ -290,6 +318,7 @@ class JobRows:
                     "end_not_before": now_or_next,
                     "end_relay_after": end.relay_after or now_or_next,
                     "end_token": claim.token,
+                    "end_held": claim.held_token,
                 },
             ).rowcount
             if not ended and claim.token is not None:
@@ -349,6 +378,19 @@ class JobRows:
                     "finished_at": now,
                 },
             )
+
+
+def _unclaimed(found: Any) -> Unclaimed:
+    if found is None:
+        return Unclaimed("missing", 0)
+    return Unclaimed(
+        found.state,
+        found.attempt,
+        found.job_qn,
+        found.headers,
+        found.started_at,
+        found.claim_token or "",
+    )
 
 
 def job_rows_for(database: Database, tables: Tables) -> JobRows:

@@ -56,12 +56,14 @@ class PostgresJobRows(JobRows):
             "RETURNING job_qn, payload, headers, trigger_result"
         )
         self._look_sql = (
-            f"SELECT state, attempt, job_qn, headers, started_at FROM {outbox} WHERE id = %(id)s"
+            "SELECT state, attempt, job_qn, headers, started_at, claim_token "
+            f"FROM {outbox} WHERE id = %(id)s"
         )
         # The run row is inserted whether or not the job row still held the attempt (a
         # redelivery may have judged it crashed meanwhile): the attempt did run. Not when
         # this very end committed already (``again``: sent a second time after its reply
-        # was lost; every part of the statement sees the row as it was before it).
+        # was lost; every part of the statement sees the row as it was before it). The
+        # update holds only the claim it ends (``held``): see ``JobRows``.
         self._end_sql = (
             f"WITH ended AS (UPDATE {outbox} SET state = %(state)s::varchar, "
             "last_error = %(error)s, finished_at = %(row_finished)s, "
@@ -69,7 +71,7 @@ class PostgresJobRows(JobRows):
             f"published_at = CASE WHEN %(state)s::varchar = '{PENDING}' THEN NULL "
             "ELSE published_at END, claim_token = %(token)s "
             f"WHERE id = %(id)s AND state = '{RUNNING}' AND attempt = %(attempt)s "
-            "RETURNING 1), "
+            "AND coalesce(claim_token, '') = %(held)s RETURNING 1), "
             f"again AS (SELECT 1 FROM {outbox} WHERE id = %(id)s AND state <> '{RUNNING}' "
             "AND attempt = %(attempt)s AND claim_token = %(token)s), "
             f"recorded AS (INSERT INTO {runs} (job_qn, task_id, tenant_id, attempt, status, "
@@ -119,7 +121,7 @@ class PostgresJobRows(JobRows):
             found = cursor.fetchone()
             if found is None:
                 return Unclaimed("missing", 0)
-            return Unclaimed(found[0], found[1], found[2], found[3], found[4])
+            return Unclaimed(found[0], found[1], found[2], found[3], found[4], found[5] or "")
 
         return self._with_cursor(run)
 
@@ -150,6 +152,7 @@ class PostgresJobRows(JobRows):
             "not_before": next_time,
             "relay_after": end.relay_after or next_time,
             "token": claim.token,
+            "held": claim.held_token,
         }
 
         def run(cursor: Any) -> bool:

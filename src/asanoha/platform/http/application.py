@@ -30,7 +30,7 @@ from asanoha.platform.http.wire import (
     request_id_of,
 )
 from asanoha.platform.metrics import DatabaseCollector
-from asanoha.platform.settings import require_signing_secret
+from asanoha.platform.settings import require_signing_settings
 
 if TYPE_CHECKING:
     from asanoha.platform.http.parts import HttpParts
@@ -43,9 +43,10 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     """Routes for every handler of ``app.registry``, batch, health and agent tools, and the
     ``mounts`` (for example the MCP endpoint) with their lifespans.
 
-    Raises ``InsecureSettingsError`` on the placeholder JWT secret outside development.
+    Raises ``InsecureSettingsError`` on the placeholder JWT secret outside development, a
+    short secret or an unsupported algorithm (``require_signing_settings``).
     """
-    require_signing_secret(app.settings)
+    require_signing_settings(app.settings)
     if app.settings.uses_placeholder_secret:
         log.warning(
             "ASANOHA_JWT_SECRET is not set: in development, bearer tokens are signed with a "

@@ -1,0 +1,72 @@
+"""An attempt killed at its hard time limit, in a real prefork ``asanoha worker``: it ends as
+crashed at once and the next attempt runs after its backoff, not after the visibility
+timeout."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select
+
+from asanoha.app import App
+from asanoha.platform.model import SessionUser
+from asanoha.platform.settings import Settings
+from asanoha.testing.databases import TestDatabase
+from asanoha.workers.lanes import delete_queues, lane_queues
+from asanoha.workers.retry_policy import HARD_LIMIT_GRACE
+from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.e2e.test_job_retry import wait_for_state
+from tests.e2e.time_limit_app import feature
+from tests.private_redis import PrivateRedis
+
+pytestmark = pytest.mark.e2e
+
+APP = "tests.e2e.time_limit_app:app"
+RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
+#: Far longer than the test waits: a job that finishes proves nothing waited for it.
+VISIBILITY_TIMEOUT = 120
+
+
+@pytest.fixture(params=["redis", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+def time_limit_app(request: pytest.FixtureRequest, private_redis: PrivateRedis) -> Iterator[App]:
+    suffix = secrets.token_hex(6)
+    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
+    settings = Settings(
+        database_url=database.url,
+        broker_url=private_redis.url if request.param == "redis" else RABBITMQ,
+        queue_prefix=f"asanoha-e2e-{suffix}",
+        visibility_timeout=VISIBILITY_TIMEOUT,
+    )
+    app = App([feature], settings)
+    try:
+        app.create_schema()
+        yield app
+    finally:
+        delete_queues(app.celery, lane_queues(settings))
+        app.close()
+        database.drop()
+
+
+def test_an_attempt_killed_at_its_hard_time_limit_ends_crashed_and_the_retry_follows(
+    time_limit_app: App,
+) -> None:
+    assert STEP_TIMEOUT < VISIBILITY_TIMEOUT
+    row_id = time_limit_app.service.enqueue_job(
+        "stubborn:job:ignore-limit", {}, SessionUser.system("default")
+    )
+    worker = start_asanoha_worker(time_limit_app.settings, APP, concurrency=1)
+    try:
+        assert wait_for_state(time_limit_app, row_id, "succeeded") == ("succeeded", 2)
+    finally:
+        stop_processes([worker])
+    runs = time_limit_app.service.tables.job_runs
+    with time_limit_app.database.connect() as conn:
+        rows = conn.execute(
+            select(runs).where(runs.c.task_id == str(row_id)).order_by(runs.c.id)
+        ).all()
+    assert [(row.attempt, row.status) for row in rows] == [(1, "crashed"), (2, "succeeded")]
+    assert "TimeLimitExceeded" in rows[0].error
+    # The first attempt ran until the hard limit killed it, no less.
+    assert (rows[0].finished_at - rows[0].started_at).total_seconds() >= 1 + HARD_LIMIT_GRACE
