@@ -2,7 +2,9 @@
 
 With the in-process broker (``memory://``) nothing outside the process can reach the queues,
 so the serving process runs the worker itself. With the placeholder JWT secret it signs with
-a random secret of its own and prints a development token, as Jupyter prints its token URL.
+a random secret of its own and prints a development token, as Jupyter prints its token URL;
+so does ``serve`` in development (``ASANOHA_DEVELOPMENT=true``). Anywhere else the placeholder
+is refused: a token printed to a production log would hold every role.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from contextlib import contextmanager
 import typer
 
 from asanoha.app import App
-from asanoha.platform.model import SessionUser
-from asanoha.platform.settings import EMBEDDED_BROKER_URL, PLACEHOLDER_JWT_SECRET
+from asanoha.platform.model import SYSTEM_ROLE, SessionUser
+from asanoha.platform.settings import EMBEDDED_BROKER_URL
 
 DEVELOPER_ID = "developer"
 
@@ -47,28 +49,39 @@ def embedded_worker(app: App) -> Iterator[None]:
         runtime.stop()
 
 
-def mint_development_token(app: App) -> str | None:
-    """On the placeholder secret: sign with a random secret for this process only, and return
-    a token holding every role the application's handlers name; ``None`` otherwise."""
-    if app.settings.jwt_secret != PLACEHOLDER_JWT_SECRET:
-        return None
+def use_process_secret(app: App) -> bool:
+    """On the placeholder secret, in development or on the embedded default: sign with a
+    random secret of this process only. Whether it did (then print a development token).
+
+    Call it before the HTTP app is built: the app reads the secret from these settings. The
+    approval key never came from the placeholder here (``Settings.approval_signing_secret``).
+    """
+    settings = app.settings
+    if not settings.uses_placeholder_secret:
+        return False
+    if not (settings.development or settings.uses_embedded_default):
+        return False
+    settings.jwt_secret = secrets.token_urlsafe(32)
+    return True
+
+
+def development_token(app: App) -> str:
+    """A token holding every role the application's handlers name, but ``system``: that is
+    the platform's own identity for jobs and consumers, which no token may carry."""
     from asanoha.platform.http.auth import issue_token
 
-    # Before the HTTP app is built: it reads the secret from these settings.
-    app.settings.jwt_secret = secrets.token_urlsafe(32)
-    roles = sorted({role for handler in app.registry.handlers for role in handler.access.roles})
+    roles = sorted(
+        {role for handler in app.registry.handlers for role in handler.access.roles} - {SYSTEM_ROLE}
+    )
     user = SessionUser.of(DEVELOPER_ID, app.settings.default_tenant, roles)
     return issue_token(app.settings, user, ttl=app.settings.jwt_ttl_seconds)
 
 
 def announce_development_token(app: App) -> None:
-    """Print the development token when ``mint_development_token`` made one."""
-    token = mint_development_token(app)
-    if token is None:
-        return
+    """Print a development token (after ``use_process_secret``)."""
     typer.echo(
         "ASANOHA_JWT_SECRET is not set: this process signs with a random secret. "
-        "Development token (roles: every role the handlers name):",
+        "Development token (roles: every role the handlers name but system):",
         err=True,
     )
-    typer.echo(f"    Authorization: Bearer {token}", err=True)
+    typer.echo(f"    Authorization: Bearer {development_token(app)}", err=True)

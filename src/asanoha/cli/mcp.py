@@ -10,6 +10,7 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.schema_gate import require_current_schema
+from asanoha.cli.signing import refuse_insecure_signing
 
 
 class Transport(StrEnum):
@@ -31,11 +32,13 @@ def mcp(
 
     Over stdio every call acts as the user of the bearer token in ASANOHA_MCP_TOKEN; over
     HTTP each request carries its own 'Authorization: Bearer <token>'. The API app serves
-    the same endpoint at /mcp.
+    the same endpoint at /mcp. Refuses to start on the placeholder ASANOHA_JWT_SECRET outside
+    development, a short secret or an unsupported algorithm, as the API does.
     """
     from asanoha.agents.mcp_callers import TOKEN_ENV
 
     loaded = load_app(app)
+    refuse_insecure_signing(loaded)
     if transport is Transport.STDIO:
         import anyio
 

@@ -10,9 +10,14 @@ import typer
 
 from asanoha.cli.api_workers import run_api_workers
 from asanoha.cli.app_loading import AppOption, load_app
-from asanoha.cli.embedded import announce_development_token, embedded_worker, uses_embedded_broker
+from asanoha.cli.embedded import (
+    announce_development_token,
+    embedded_worker,
+    use_process_secret,
+    uses_embedded_broker,
+)
 from asanoha.cli.schema_gate import require_current_schema
-from asanoha.platform.settings import InsecureSettingsError
+from asanoha.cli.signing import refuse_insecure_signing
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -35,22 +40,22 @@ def serve(
 
     Refuses a database whose schema is behind (run asanoha migrate); on SQLite it creates
     and upgrades the schema itself. On the in-process broker (memory://, the default) it also
-    runs the jobs; without ASANOHA_JWT_SECRET it prints a development token (one worker) or
-    refuses to start (several workers, outside development).
+    runs the jobs. Without ASANOHA_JWT_SECRET, on the embedded default (SQLite and memory://)
+    or with ASANOHA_DEVELOPMENT=true, one worker signs with a random secret of its process and
+    prints a development token; otherwise it refuses to start, as it does for a short secret
+    or an unsupported ASANOHA_JWT_ALGORITHM.
     """
     import uvicorn
 
     loaded = load_app(app)
+    # One worker replaces the placeholder with a secret of its process before the app is
+    # built; several could not share it.
+    minted = workers == 1 and use_process_secret(loaded)
+    refuse_insecure_signing(loaded)
     require_current_schema(loaded, app)
-    if workers == 1:
-        # Replaces the placeholder secret with one of this process before the app is built.
+    api = loaded.http
+    if minted:
         announce_development_token(loaded)
-    try:
-        api = loaded.http
-    except InsecureSettingsError as exc:
-        # Several workers cannot share a secret minted in one process.
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
     if workers == 1:
         with embedded_worker(loaded):
             uvicorn.run(api, host=host, port=port)

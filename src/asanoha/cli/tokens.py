@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.signing import refuse_insecure_signing
 from asanoha.platform.model import SessionUser
-from asanoha.platform.settings import PLACEHOLDER_JWT_SECRET
 
 
 def split_roles(values: list[str]) -> list[str]:
@@ -29,23 +29,31 @@ def token(
     expires_in: Annotated[
         int | None,
         typer.Option(
-            help="Seconds until the token expires (claim 'exp'); default ASANOHA_JWT_TTL_SECONDS."
+            help="Seconds until the token expires (claim 'exp'); default ASANOHA_JWT_TTL_SECONDS, "
+            "at most ASANOHA_JWT_MAX_TTL_SECONDS."
         ),
     ] = None,
 ) -> None:
     """Print a bearer token signed with the application's ASANOHA_JWT_SECRET.
 
     The token carries sub, tenant, roles, iat and exp (exp is required by the API). For
-    development and tests: production tokens come from your identity provider.
+    development and tests: production tokens come from your identity provider. Refuses the
+    placeholder secret outside development, the role 'system' (the platform's own identity
+    for jobs and consumers) and a lifetime above ASANOHA_JWT_MAX_TTL_SECONDS.
     """
-    from asanoha.platform.http.auth import issue_token
+    from asanoha.platform.http.auth import TokenRefusedError, issue_token
 
     loaded = load_app(app)
-    if loaded.settings.jwt_secret == PLACEHOLDER_JWT_SECRET:
+    refuse_insecure_signing(loaded)
+    if loaded.settings.uses_placeholder_secret:
         typer.echo(
-            "warning: signed with the placeholder secret; set ASANOHA_JWT_SECRET to the "
-            "secret the API uses",
+            "warning: signed with the placeholder secret (ASANOHA_DEVELOPMENT=true); set "
+            "ASANOHA_JWT_SECRET to the secret the API uses",
             err=True,
         )
     user = SessionUser.of(sub, tenant, split_roles(roles or []))
-    typer.echo(issue_token(loaded.settings, user, ttl=expires_in))
+    try:
+        signed = issue_token(loaded.settings, user, ttl=expires_in)
+    except TokenRefusedError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    typer.echo(signed)

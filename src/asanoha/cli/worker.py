@@ -17,6 +17,7 @@ from asanoha.cli.celery_runner import (
     run_celery,
 )
 from asanoha.cli.schema_gate import require_current_schema
+from asanoha.cli.signing import refuse_insecure_signing
 from asanoha.platform.model.handlers import Lane
 from asanoha.platform.settings import Settings
 
@@ -82,6 +83,8 @@ def worker(
     chosen_lanes = parse_lanes(lanes or [])
     level = parse_loglevel(loglevel)
     loaded = load_app(app)
+    # It neither signs nor checks bearer tokens, but a wrong setting fails here, not later.
+    refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "worker")
     # The pool processes are forked from this one: it must hold no database connection
@@ -162,6 +165,8 @@ def beat(
     """Run Celery beat: the cron jobs and the prune of finished job rows. Run exactly one
     (refuses a schema that is behind)."""
     loaded = load_app(app)
+    # It neither signs nor checks bearer tokens, but a wrong setting fails here, not later.
+    refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "beat")
     run_celery(loaded.celery, ["beat", f"--schedule={schedule}", "--loglevel=INFO"])

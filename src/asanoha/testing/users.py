@@ -1,4 +1,8 @@
-"""Ready-made callers for tests: two tenants, an admin, a plain user and a system admin."""
+"""Ready-made callers for tests: two tenants, an admin, a plain user and a system admin.
+
+None holds the ``system`` role: that is the platform's identity for jobs and consumers, which
+no bearer token may carry (use ``SessionUser.system`` to call the service as a job does).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,6 @@ class TestUsers:
     user: ClassVar[SessionUser] = SessionUser.of("user-a", TENANT_A, ["User"])
     other_tenant: ClassVar[SessionUser] = SessionUser.of("admin-b", TENANT_B, ["Admin"])
     system_admin: ClassVar[SessionUser] = SessionUser.of(
-        "system-admin-a", TENANT_A, ["Admin", "system"]
+        "system-admin-a", TENANT_A, ["Admin", "SystemAdmin"]
     )
     anonymous: ClassVar[SessionUser] = SessionUser.anonymous(TENANT_A)

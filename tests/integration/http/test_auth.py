@@ -102,7 +102,7 @@ def test_token_with_malformed_roles_is_401(stack: Stack) -> None:
 
 def test_valid_token_names_the_caller(stack: Stack) -> None:
     me = stack.http.query_ok("catalog:query:whoami", {}, TestUsers.system_admin)
-    assert me == {"id": "system-admin-a", "tenant": "tenant-a", "roles": ["Admin", "system"]}
+    assert me == {"id": "system-admin-a", "tenant": "tenant-a", "roles": ["Admin", "SystemAdmin"]}
 
 
 def test_role_missing_from_token_is_403(stack: Stack) -> None:

@@ -32,3 +32,7 @@ def wipe(payload: Wipe, ctx: WriteContext) -> Any:
 app = App([notes], Settings(database_url="sqlite+pysqlite:///:memory:", jwt_secret=SECRET))
 #: The same features on the placeholder secret (ASANOHA_JWT_SECRET unset).
 placeholder_app = App([notes], Settings(database_url="sqlite+pysqlite:///:memory:"))
+#: The placeholder secret in development (ASANOHA_DEVELOPMENT=true).
+development_app = App(
+    [notes], Settings(database_url="sqlite+pysqlite:///:memory:", development=True)
+)

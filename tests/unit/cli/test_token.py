@@ -54,11 +54,21 @@ def test_token_without_roles_has_an_empty_role_list() -> None:
     assert jwt.decode(result.stdout.strip(), SECRET, algorithms=["HS256"])["roles"] == []
 
 
-@pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
-def test_token_on_the_placeholder_secret_warns_on_stderr() -> None:
+def test_token_on_the_placeholder_secret_outside_development_is_refused() -> None:
     result = CliRunner().invoke(
         cli,
         ["token", "--app", f"{APP.split(':')[0]}:placeholder_app", "--sub", "u", "--tenant", "t"],
+    )
+    assert result.exit_code == 1
+    assert "ASANOHA_JWT_SECRET is not set" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
+def test_token_on_the_placeholder_secret_in_development_warns_on_stderr() -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["token", "--app", f"{APP.split(':')[0]}:development_app", "--sub", "u", "--tenant", "t"],
     )
     assert result.exit_code == 0
     assert "placeholder secret" in result.stderr
@@ -69,3 +79,25 @@ def test_token_requires_subject_and_tenant() -> None:
     result = CliRunner().invoke(cli, ["token", "--app", APP, "--sub", "u-1"])
     assert result.exit_code == 2
     assert "Missing option '--tenant'" in result.output
+
+
+def test_token_with_the_system_role_is_refused() -> None:
+    result = CliRunner().invoke(
+        cli, ["token", "--app", APP, "--sub", "u", "--tenant", "t", "--roles", "Admin,system"]
+    )
+    assert result.exit_code == 2
+    assert "'system'" in result.output
+    assert "jobs and consumers" in result.output
+
+
+def test_token_living_longer_than_the_cap_is_refused() -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["token", "--app", APP, "--sub", "u", "--tenant", "t", "--expires-in", "86401"],
+    )
+    assert result.exit_code == 2
+    assert "ASANOHA_JWT_MAX_TTL_SECONDS" in result.output
+    at_the_cap = CliRunner().invoke(
+        cli, ["token", "--app", APP, "--sub", "u", "--tenant", "t", "--expires-in", "86400"]
+    )
+    assert at_the_cap.exit_code == 0, at_the_cap.output

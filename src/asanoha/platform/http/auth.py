@@ -1,6 +1,8 @@
 """JWT bearer authentication: tokens carry ``sub``, ``tenant``, ``roles`` and ``exp``.
 
-The tenant of every call comes from the token, never from the payload.
+The tenant of every call comes from the token, never from the payload. A token may not claim
+a lifetime above ``jwt_max_ttl_seconds``, nor the ``system`` role: that is the platform's own
+identity for jobs and consumers.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import jwt
 
 from asanoha.platform.errors import AuthenticationError, Reasons
-from asanoha.platform.model import SessionUser
+from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.settings import Settings
 
 REQUIRED_CLAIMS = ("sub", "tenant", "exp")
@@ -20,14 +22,32 @@ REQUIRED_CLAIMS = ("sub", "tenant", "exp")
 #: not be recorded with a write, so it is refused here rather than blamed on the payload.
 MAX_ID_LENGTH = 64
 MAX_ROLES = 100
+#: Seconds the clocks of the issuer and this server may differ by: applied to ``exp``, to a
+#: future ``iat`` and to the lifetime a token claims.
+CLOCK_LEEWAY_SECONDS = 30
 # Printable text only: no control characters (NUL included) and no lone surrogates.
 _IDENTIFIER = re.compile(f"[^\\x00-\\x1f\\x7f\\ud800-\\udfff]{{1,{MAX_ID_LENGTH}}}")
 
 
+class TokenRefusedError(ValueError):
+    """A token the platform would refuse to accept: do not issue it."""
+
+
 def issue_token(settings: Settings, user: SessionUser, ttl: float | None = None) -> str:
-    """A signed token for ``user``, valid for ``ttl`` seconds (default ``jwt_ttl_seconds``)."""
+    """A signed token for ``user``, valid for ``ttl`` seconds (default ``jwt_ttl_seconds``).
+
+    Raises ``TokenRefusedError`` for a token ``decode_token`` would refuse: one holding the
+    ``system`` role, or living longer than ``jwt_max_ttl_seconds``.
+    """
     now = int(time.time())
     lifetime = settings.jwt_ttl_seconds if ttl is None else ttl
+    if SYSTEM_ROLE in user.roles:
+        raise TokenRefusedError(_SYSTEM_ROLE_REFUSED)
+    if lifetime > settings.jwt_max_ttl_seconds:
+        raise TokenRefusedError(
+            f"a token may live at most {settings.jwt_max_ttl_seconds} seconds "
+            f"(ASANOHA_JWT_MAX_TTL_SECONDS), not {lifetime:g}"
+        )
     claims = {
         "sub": user.id,
         "tenant": user.tenant_id,
@@ -44,8 +64,10 @@ def decode_token(settings: Settings, token: str) -> SessionUser:
     """The user a token names.
 
     Raises ``AuthenticationError`` with reason ``token_expired`` or ``token_invalid`` (bad
-    signature, another algorithm than the configured one, missing or malformed claims).
+    signature, another algorithm than the configured one, missing or malformed claims, an
+    ``iat`` in the future, a lifetime above ``jwt_max_ttl_seconds``, the ``system`` role).
     """
+    now = time.time()
     try:
         claims: dict[str, Any] = jwt.decode(
             token,
@@ -53,14 +75,43 @@ def decode_token(settings: Settings, token: str) -> SessionUser:
             # Exactly one algorithm: a token signed with "none" or another HMAC is refused.
             algorithms=[settings.jwt_algorithm],
             options={"require": list(REQUIRED_CLAIMS)},
+            # Also refuses an ``iat`` more than the leeway in the future.
+            leeway=CLOCK_LEEWAY_SECONDS,
         )
     except jwt.ExpiredSignatureError as exc:
         raise AuthenticationError(Reasons.TOKEN_EXPIRED) from exc
+    except jwt.ImmatureSignatureError as exc:
+        raise AuthenticationError(
+            Reasons.TOKEN_INVALID,
+            error=f"claim 'iat' or 'nbf' lies more than {CLOCK_LEEWAY_SECONDS} seconds in the "
+            "future: the issuer's clock is ahead, or the token is forged",
+        ) from exc
     except jwt.InvalidTokenError as exc:
         raise AuthenticationError(
             Reasons.TOKEN_INVALID, error=str(exc) or type(exc).__name__
         ) from exc
+    _check_lifetime(settings, claims, now)
     return _user_from_claims(claims)
+
+
+def _check_lifetime(settings: Settings, claims: dict[str, Any], now: float) -> None:
+    """Refuse a token that claims to live longer than ``jwt_max_ttl_seconds``: counted from
+    ``iat``, or from now without one (so a token without ``iat`` cannot claim more either)."""
+    # jwt.decode checked that both are integers (or numbers that convert to one).
+    expires = int(claims["exp"])
+    lifetime: float
+    if "iat" in claims:
+        # Both from the issuer's clock: no leeway.
+        lifetime, start, allowed = expires - int(claims["iat"]), "'iat'", 0
+    else:
+        lifetime, start, allowed = expires - now, "now", CLOCK_LEEWAY_SECONDS
+    if lifetime > settings.jwt_max_ttl_seconds + allowed:
+        raise AuthenticationError(
+            Reasons.TOKEN_INVALID,
+            error=f"the token claims to live {lifetime:.0f} seconds ('exp' minus {start}); "
+            f"tokens may live at most {settings.jwt_max_ttl_seconds} seconds "
+            "(ASANOHA_JWT_MAX_TTL_SECONDS): issue a shorter-lived one",
+        )
 
 
 def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
@@ -77,6 +128,8 @@ def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
             error=f"claim 'roles' must be a list of at most {MAX_ROLES} role names "
             f"(1 to {MAX_ID_LENGTH} printable characters each)",
         )
+    if SYSTEM_ROLE in roles:
+        raise AuthenticationError(Reasons.TOKEN_INVALID, error=_SYSTEM_ROLE_REFUSED)
     user = SessionUser.of(subject, tenant, roles)
     agent = claims.get("agent")
     if agent is None or agent is False:
@@ -87,6 +140,12 @@ def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
     raise AuthenticationError(
         Reasons.TOKEN_INVALID, error="claim 'agent' must be a non-empty string or true"
     )
+
+
+_SYSTEM_ROLE_REFUSED = (
+    f"claim 'roles' may not hold {SYSTEM_ROLE!r}: it is the platform's own identity for jobs "
+    "and consumers, never a caller's; give an operator the SystemAdmin role instead"
+)
 
 
 def _identifier(value: Any, claim: str) -> str:

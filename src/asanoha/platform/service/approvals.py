@@ -446,7 +446,8 @@ class Approvals:
 
 
 def approval_key(secret: str) -> bytes:
-    """The approval HMAC key derived from the token secret (a separate key per purpose)."""
+    """The approval HMAC key derived from ``secret``: ``ASANOHA_APPROVAL_SECRET``, or the token
+    secret (a separate key per purpose); see ``Settings.approval_signing_secret``."""
     return hmac.new(secret.encode(), b"asanoha approval tokens v1", hashlib.sha256).digest()
 
 

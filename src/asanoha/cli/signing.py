@@ -1,0 +1,22 @@
+"""The signing settings every command that starts the application checks before anything else.
+
+A wrong secret or algorithm would otherwise start and answer every call with 401 or 500; the
+public placeholder secret would let anyone in.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from asanoha.app import App
+from asanoha.platform.settings import InsecureSettingsError, require_signing_settings
+
+
+def refuse_insecure_signing(app: App, *, checks_tokens: bool = True) -> None:
+    """Exit with status 1 and the settings to fix when ``require_signing_settings`` refuses
+    the application's settings (``checks_tokens=False``: the placeholder is no fault)."""
+    try:
+        require_signing_settings(app.settings, checks_tokens=checks_tokens)
+    except InsecureSettingsError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
