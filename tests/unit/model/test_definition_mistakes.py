@@ -113,3 +113,11 @@ def test_a_registry_that_refuses_its_features_leaves_them_open():
     with pytest.raises(DefinitionError, match="registered twice"):
         Registry([feature, Feature("dup")])
     feature.event("still-open")
+
+
+@pytest.mark.parametrize("stance", [True, "yes", "person"])
+def test_an_unknown_personal_stance_lists_the_ones_there_are(stance: Any) -> None:
+    with pytest.raises(DefinitionError, match="unknown personal stance") as raised:
+        Entity(table="people", fields={"name": fields.text(personal=stance)})
+    for known in ("personal='self'", "personal='tenant'", "{'of': '<field>'}", "False"):
+        assert known in str(raised.value)

@@ -219,7 +219,12 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
                 f"got {dict(declared.personal)!r}"
             )
     elif declared.personal not in (None, False, "self", "tenant"):
-        raise DefinitionError(f"{where}: unknown personal stance {declared.personal!r}")
+        raise DefinitionError(
+            f"{where}: unknown personal stance {declared.personal!r}; use personal='self' (the "
+            "row is about the person it holds), personal='tenant' (about the tenant), "
+            "personal={'of': '<field>'} (about the subject another field names), or "
+            "personal=False, reason='...' (not personal data)"
+        )
     if declared.kind == "select" and not declared.choices:
         raise DefinitionError(f"{where}: a select field needs at least one choice")
     if declared.kind == "text" and (declared.max_length or 0) < 1:
