@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.pool import NullPool
 
+from asanoha import SessionUser
 from tests.integration.cli.test_worker_metrics import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,3 +211,51 @@ def wait_for_job_state(engine: Engine, job_qn: str, server: subprocess.Popen[byt
             break
         time.sleep(0.1)
     return state
+
+
+def test_build_on_it_example_runs_as_written(tmp_path: Path) -> None:
+    example = next(b for b in python_blocks() if b.startswith("# notes.py"))
+    (tmp_path / "notes.py").write_text(example, encoding="utf-8")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{tmp_path / 'notes.sqlite3'}",
+    }
+    ran = subprocess.run(
+        [sys.executable, "notes.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines() == ["['Ada']", "['Bob']"]
+    # The events the README describes, with the payload shapes it gives.
+    engine = create_engine(env["ASANOHA_DATABASE_URL"], poolclass=NullPool)
+    with engine.connect() as conn:
+        events = conn.execute(text("SELECT type, payload FROM asanoha_events ORDER BY id")).all()
+    engine.dispose()
+    shapes = [(type_, sorted(json.loads(payload))) for type_, payload in events]
+    assert shapes == [
+        ("crm:event:customer.created", ["data"]),
+        ("crm:event:customer.created", ["data"]),
+        ("crm:event:customer.updated", ["changes"]),
+        ("crm:event:upgraded", ["plan", "seats"]),
+    ]
+
+
+def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_stack: Any) -> None:
+    example = next(b for b in python_blocks() if b.startswith("# notes.py"))
+    namespace: dict[str, Any] = {"__name__": "readme_notes"}
+    exec(compile(example, "notes.py", "exec"), namespace)
+    stack = asanoha_stack(features=[namespace["feature"]], jobs=True)
+    editor = SessionUser.of("u-1", tenant_id="acme", roles=["Editor"])
+    row = stack.http.write_ok("crm:write:customer:create", {"name": "Ada"}, editor)
+    stack.http.write_ok("crm:write:upgrade", {"id": str(row["id"]), "seats": 5}, editor)
+    stack.drain()  # raises if the welcome job failed
+    with stack.db.connect() as conn:
+        states = conn.execute(
+            select(stack.tables.outbox.c.job_qn, stack.tables.outbox.c.state)
+        ).all()
+    assert [tuple(s) for s in states] == [("crm:job:welcome", "succeeded")]
