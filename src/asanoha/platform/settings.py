@@ -11,6 +11,8 @@ EMBEDDED_DATABASE_URL = "sqlite+pysqlite:///asanoha.sqlite3"
 EMBEDDED_BROKER_URL = "memory://"
 #: The placeholder secret: public, so the HTTP app refuses it outside development.
 PLACEHOLDER_JWT_SECRET = "change-me-in-production"
+#: Example secrets published with the deploy manifests: as public as the placeholder.
+PUBLISHED_EXAMPLE_SECRETS = frozenset({"change-me-to-a-long-random-string"})
 #: The algorithms tokens may be signed with: HMAC over the shared secret.
 SIGNING_ALGORITHMS = ("HS256", "HS384", "HS512")
 #: The shortest secret accepted (RFC 7518 asks for a key at least as long as the hash).
@@ -122,6 +124,12 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
                 f"ASANOHA_JWT_SECRET to a long random value ({SECRET_RECIPE}), or set "
                 "ASANOHA_DEVELOPMENT=true on a development machine."
             )
+    elif settings.jwt_secret in PUBLISHED_EXAMPLE_SECRETS and not settings.development:
+        problems.append(
+            f"ASANOHA_JWT_SECRET is {settings.jwt_secret!r}, the example value of the deploy "
+            "manifests: anyone could mint an Admin token with it. Set it to a long random "
+            f"value ({SECRET_RECIPE})."
+        )
     elif len(settings.jwt_secret.encode()) < MIN_SECRET_BYTES:
         problems.append(
             f"ASANOHA_JWT_SECRET is {len(settings.jwt_secret.encode())} bytes long: an HMAC "

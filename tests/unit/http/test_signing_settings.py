@@ -41,6 +41,7 @@ GOOD = "g" * 32
         (Settings(jwt_secret=GOOD, jwt_ttl_seconds=90000), "ASANOHA_JWT_TTL_SECONDS is 90000"),
         (Settings(jwt_secret=GOOD, jwt_max_ttl_seconds=0), "ASANOHA_JWT_MAX_TTL_SECONDS is 0"),
         (Settings(), "ASANOHA_JWT_SECRET is not set"),
+        (Settings(jwt_secret="change-me-to-a-long-random-string"), "example value"),
     ],
 )
 def test_settings_that_cannot_protect_a_token_are_refused_naming_the_variable(
