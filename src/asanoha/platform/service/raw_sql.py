@@ -162,8 +162,13 @@ class RawSql:
         # The listener judges what reaches the driver, and only while this call runs: the
         # platform's own statements on the same connection are not the handler's.
         def inspect(
-            conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, many: bool
+            conn: Connection, cursor: Any, sql: str, parameters: Any, context: Any, many: bool
         ) -> None:
+            if not conn.in_transaction():
+                # The platform's BEGIN (SQLite), sent from the "begin" event of the
+                # transaction this statement starts, before the transaction counts as begun.
+                # Were that ever to change, the BEGIN would be refused: loud, not lax.
+                return
             refused = refusal(sql, self._protected, read_only=self._read_only)
             if refused is not None:
                 raise RawSqlRefused(self._owner, refused)
