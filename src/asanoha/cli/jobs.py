@@ -101,7 +101,12 @@ def retry(
     try:
         with service.unit_of_work(operator) as request:
             retried = retry_failed_job(
-                request, service.tables, row_id, requested_by="asanoha jobs retry", publish=publish
+                request,
+                service.tables,
+                row_id,
+                registry=service.registry,
+                requested_by="asanoha jobs retry",
+                publish=publish,
             )
     except AsanohaError as error:
         typer.echo(f"{error.reason}: {error.message}", err=True)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
 from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.service import QueryContext, WriteContext
-from asanoha.platform.service.handler_context import platform_request
+from asanoha.platform.service.handler_context import platform_registry, platform_request
 from asanoha.platform.service.job_operations import (
     list_failed_jobs,
     list_job_runs,
@@ -81,6 +81,7 @@ def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
         platform_request(ctx),
         platform_tables(),
         payload.id,
+        registry=platform_registry(ctx),
         requested_by=ctx.user.id,
         tenant_id=ctx.tenant_id,
     )

@@ -86,7 +86,14 @@ def test_a_retry_left_to_the_relay_runs_when_the_relay_sends_it(failed_job):
     switch.failing = False
     operator = SessionUser.system(TestUsers.admin.tenant_id)
     with stack.service.unit_of_work(operator) as request:
-        retry_failed_job(request, stack.tables, row.id, requested_by="test", publish=False)
+        retry_failed_job(
+            request,
+            stack.tables,
+            row.id,
+            registry=stack.registry,
+            requested_by="test",
+            publish=False,
+        )
     pending = job_row(stack)
     assert (pending.state, pending.attempt, pending.published_at, pending.claim_token) == (
         "pending",

@@ -43,7 +43,14 @@ def test_a_late_end_from_before_an_operators_retry_leaves_the_new_attempt_alone(
     assert rows.end(row_id, JOB, "default", 1, judged, AttemptEnd("crashed", "failed", "lost"))
     # An operator runs it again: attempt 1 once more, under a new claim.
     with stack.service.unit_of_work(SessionUser.system("default")) as request:
-        retry_failed_job(request, stack.tables, row_id, requested_by="test", publish=False)
+        retry_failed_job(
+            request,
+            stack.tables,
+            row_id,
+            registry=stack.registry,
+            requested_by="test",
+            publish=False,
+        )
     current = rows.claim(row_id, 1)
     assert isinstance(current, Claim)
     before = job_rows(stack)[0]

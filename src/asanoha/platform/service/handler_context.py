@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from asanoha.platform.model import EventDef, HandlerDef, SessionUser
+from asanoha.platform.model import EventDef, HandlerDef, Registry, SessionUser
 from asanoha.platform.service import gates
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.raw_sql import RawSql, open_raw_sql
@@ -149,3 +149,10 @@ def platform_request(ctx: QueryContext) -> Request:
             'only; declare raw_sql="<reason>" and use ctx.sql for SQL on your own tables'
         )
     return ctx._request
+
+
+def platform_registry(ctx: QueryContext) -> Registry:
+    """The application's definitions, for the platform's bundled handlers: which jobs it
+    still declares, say. Refused for a handler defined elsewhere, as ``platform_request``."""
+    platform_request(ctx)
+    return ctx._service.registry

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, insert, select, update
 
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
+from asanoha.platform.model import Registry
 from asanoha.platform.service.outbox import (
     FAILED,
     PENDING,
@@ -73,6 +74,7 @@ def retry_failed_job(
     tables: Tables,
     job_id: uuid.UUID,
     *,
+    registry: Registry,
     requested_by: str,
     tenant_id: str | None = None,
     publish: bool = True,
@@ -86,7 +88,8 @@ def retry_failed_job(
     once. A run row with status ``requeued`` records who asked. With ``tenant_id`` only a job
     of that tenant is found. Raises ``NotFoundError`` (``job_row_not_found``) for an unknown
     id, ``ConflictError`` (``job_not_failed``) for a job that is pending, running or
-    succeeded.
+    succeeded, ``NotFoundError`` (``job_not_found``) for a job ``registry`` no longer
+    declares.
     """
     outbox = tables.outbox
     found = request.conn.execute(
@@ -104,6 +107,10 @@ def retry_failed_job(
         raise ConflictError(
             Reasons.JOB_NOT_FAILED, id=str(job_id), job=found.job_qn, state=found.state
         )
+    if registry.job(found.job_qn) is None:
+        # No worker runs a job the application no longer declares: put back to pending, the
+        # row would wait for ever (its message is dropped as an unregistered task).
+        raise NotFoundError(Reasons.JOB_NOT_FOUND, job=found.job_qn, id=str(job_id))
     now = dt.datetime.now(dt.UTC)
     relay_after = now + dt.timedelta(seconds=RELAY_GRACE) if publish else now
     request.conn.execute(
