@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -121,3 +122,29 @@ def test_an_unknown_personal_stance_lists_the_ones_there_are(stance: Any) -> Non
         Entity(table="people", fields={"name": fields.text(personal=stance)})
     for known in ("personal='self'", "personal='tenant'", "{'of': '<field>'}", "False"):
         assert known in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("cron", "says"),
+    [
+        ("* * * *", "must have five fields"),
+        ("0 0 0 * * *", "must have five fields"),
+        ("60 * * * *", "the minute field '60'"),
+        ("0 24 * * *", "the hour field '24'"),
+        ("0 0 32 * *", "the day-of-month field '32'"),
+        ("0 0 * 13 *", "the month field '13'"),
+        ("0 0 * * 7", "the day-of-week field '7'"),
+        ("0 9 * * mon_fri", "the day-of-week field 'mon_fri'"),
+    ],
+)
+def test_a_cron_expression_that_beat_could_not_read_fails_at_definition(
+    cron: str, says: str
+) -> None:
+    with pytest.raises(DefinitionError, match=re.escape(f"shop:job:tick: cron={cron!r}")) as raised:
+        Feature("shop").job("tick", cron=cron)
+    assert says in str(raised.value)
+
+
+@pytest.mark.parametrize("cron", ["30 2 * * *", "*/5 * * * *", "0 9 * * mon-fri", "0 0 1,15 * *"])
+def test_the_readmes_cron_expressions_are_accepted(cron: str) -> None:
+    Feature("shop").job("tick", cron=cron)(lambda payload, ctx: None)

@@ -87,17 +87,6 @@ def test_cron_jobs_and_the_prune_are_on_the_beat_schedule():
     assert schedule[PRUNE_TASK_NAME]["task"] == PRUNE_TASK_NAME
 
 
-def test_a_bad_cron_expression_fails_at_boot_naming_the_job():
-    feature = Feature("clock")
-
-    @feature.job("broken", cron="0 25 * * *")
-    def broken(payload, ctx):
-        return None
-
-    with pytest.raises(DefinitionError, match="clock:job:broken"):
-        make_celery(_app(feature))
-
-
 def test_a_timeout_that_reaches_the_visibility_timeout_fails_at_boot():
     feature = Feature("slow")
 

@@ -12,6 +12,7 @@ from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access, check_access
 from asanoha.platform.model.agent import Agent
 from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.cron import check_cron
 from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
 from asanoha.platform.model.handlers import (
@@ -277,6 +278,8 @@ class Feature:
         system_reason = _acts_for_system(acts_for_system, qn)
         if on is None and cron is None and not manual:
             raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
+        if cron is not None:
+            check_cron(cron, qn)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise DefinitionError(
                 f"{qn}: retries must be a whole number >= 0 (0: no retry), not {retries!r}"
