@@ -117,6 +117,7 @@ def make_celery(app: App) -> CeleryJobs:
         register_advance_task(celery, app.consumers, settings)
         if settings.consumer_tick_interval > 0:
             add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
+    outcomes = JobOutcomes(celery)
     relay = RelayLoop(
         app.database.url.render_as_string(hide_password=False),
         app.service.tables,
@@ -126,8 +127,11 @@ def make_celery(app: App) -> CeleryJobs:
         # Beyond the visibility timeout no attempt is still running: its time limit is
         # shorter (checked at boot), and Redis would have delivered it again by then.
         lost_after=settings.visibility_timeout,
+        queue_of=route,
+        # A connection of the relay's own: drain() counts on the other one from its thread.
+        open_probe=lambda: make_probe(celery, outcomes),
     )
-    jobs = CeleryJobs(celery, publisher, runner, relay, JobOutcomes(celery), rows, app)
+    jobs = CeleryJobs(celery, publisher, runner, relay, outcomes, rows, app)
     jobs.connect_worker_signals()
     return jobs
 

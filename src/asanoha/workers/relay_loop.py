@@ -1,6 +1,8 @@
 """The relay of every worker: a light loop in the worker's main process that publishes due
-job rows (publishes that failed after commit, retries held in the database) and ends
-attempts whose end was lost (see ``recover_lost_attempts``).
+job rows (publishes that failed after commit, retries held in the database), sends again
+the messages the broker lost (see ``resend_lost_messages``: a row is sent again only when
+its queue holds fewer messages than there are rows waiting on it, never for its age alone)
+and ends attempts whose end was lost (see ``recover_lost_attempts``).
 
 Rows are taken ``FOR UPDATE SKIP LOCKED``, so the workers of a fleet share the work. The
 loop keeps one connection of its own from pass to pass (checked before use): a connection per
@@ -12,15 +14,18 @@ other than the one that opened it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 
 from asanoha.platform.service import OutboxPublisher
-from asanoha.platform.service.outbox import relay_outbox
+from asanoha.platform.service.outbox import relay_outbox, resend_lost_messages
 from asanoha.platform.store import Database, Tables
 from asanoha.workers.job_rows import recover_lost_attempts
+from asanoha.workers.pending import BrokerProbe
 
 log = logging.getLogger("asanoha.relay")
 
@@ -40,6 +45,8 @@ class RelayLoop:
         *,
         retries_of: Callable[[str], int],
         lost_after: float,
+        queue_of: Callable[[str], str],
+        open_probe: Callable[[], BrokerProbe],
     ) -> None:
         self._database_url = database_url
         self._tables = tables
@@ -49,6 +56,12 @@ class RelayLoop:
         #: Seconds after which a running attempt without an end, or a published message not
         #: claimed, counts as lost.
         self._lost_after = lost_after
+        self._queue_of = queue_of
+        #: Opens the broker connection that counts the queues, on the first pass that needs it.
+        self._open_probe = open_probe
+        self._probe: BrokerProbe | None = None
+        #: Rows the last pass found without a message (see ``resend_lost_messages``).
+        self._suspected: frozenset[uuid.UUID] = frozenset()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._database: Database | None = None
@@ -71,6 +84,9 @@ class RelayLoop:
         database, self._database = self._database, None
         if database is not None and self._database_pid == os.getpid():
             database.dispose()
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            probe.close()
 
     def forget_inherited_connections(self, **_: object) -> None:
         """In a forked pool process: drop the parent's connection unclosed (a receiver of
@@ -78,9 +94,12 @@ class RelayLoop:
         database, self._database = self._database, None
         if database is not None:
             database.forget_inherited_connections()
+        # The broker socket is the parent's too; the child never counts queues.
+        self._probe = None
 
     def relay_once(self) -> int:
-        """One pass: end lost attempts, publish every due row; return how many were sent."""
+        """One pass: end lost attempts, publish every due row, send again what the broker
+        lost; return how many were sent."""
         database = self._own_database()
         recover_lost_attempts(database, self._tables, self._retries_of, self._lost_after)
         sent = 0
@@ -90,12 +109,38 @@ class RelayLoop:
                 self._tables,
                 self._publisher,
                 limit=BATCH,
-                republish_after=self._lost_after,
             )
             sent += batch
             if batch < BATCH:
-                return sent
-        return sent
+                break
+        if self._stopping.is_set():
+            return sent
+        lost = resend_lost_messages(
+            database,
+            self._tables,
+            self._publisher,
+            lost_after=self._lost_after,
+            queue_of=self._queue_of,
+            queue_depths=self._queue_depths,
+            suspected=self._suspected,
+            limit=BATCH,
+        )
+        self._suspected = lost.suspected
+        return sent + lost.sent
+
+    def _queue_depths(self, queues: Sequence[str]) -> Mapping[str, int]:
+        if self._probe is None:
+            self._probe = self._open_probe()
+        try:
+            depths, _ = self._probe.count(queues)
+        except Exception:
+            # A broker that restarted may leave the connection broken: the next pass opens
+            # a new one.
+            probe, self._probe = self._probe, None
+            with contextlib.suppress(Exception):
+                probe.close()
+            raise
+        return depths
 
     def _own_database(self) -> Database:
         if self._database is None or self._database_pid != os.getpid():

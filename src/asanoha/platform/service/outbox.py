@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -153,26 +153,23 @@ def relay_outbox(
     publisher: OutboxPublisher,
     *,
     limit: int,
-    republish_after: float | None = None,
 ) -> int:
     """Publish pending job rows nobody published and that are due; return how many were sent.
 
     Due: a publish failed, the writer did not publish within ``RELAY_GRACE``, or a retry held
-    in the database reached its time. With ``republish_after``, also a pending row published
-    that long ago and still not claimed: its message was lost (a broker restarted without
-    persistence); a copy that was not lost is acknowledged unrun by the claim. Rows are
-    locked, skipping locked ones, so the relays of a worker fleet share the work instead of
-    sending a row twice.
+    in the database reached its time. (A published row whose message the broker lost is
+    ``resend_lost_messages``'s.) Rows are locked, skipping locked ones, so the relays of a
+    worker fleet share the work instead of sending a row twice.
     """
     outbox = tables.outbox
     now = dt.datetime.now(dt.UTC)
-    due = outbox.c.published_at.is_(None) & (outbox.c.relay_after <= now)
-    if republish_after is not None:
-        lost_before = now - dt.timedelta(seconds=republish_after)
-        due = due | (outbox.c.published_at < lost_before)
     query = (
         select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.not_before)
-        .where(outbox.c.state == PENDING, due)
+        .where(
+            outbox.c.state == PENDING,
+            outbox.c.published_at.is_(None),
+            outbox.c.relay_after <= now,
+        )
         .order_by(outbox.c.relay_after)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -204,6 +201,138 @@ def relay_outbox(
                 .values(publish_attempts=outbox.c.publish_attempts + 1)
             )
     return len(sent)
+
+
+#: Seconds between the time a row records as its publish and the broker holding the message
+#: (the relay marks a batch with the start of the transaction that publishes it): rows
+#: published more recently are left out of the count a queue's depth is compared with.
+PUBLISH_SETTLE = 5.0
+
+#: job qn -> the queue its messages go to.
+QueueOf = Callable[[str], str]
+#: The messages each of the given queues holds, as the broker counts them.
+QueueDepths = Callable[[Sequence[str]], Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class LostMessages:
+    """One pass of ``resend_lost_messages``."""
+
+    #: Rows sent again.
+    sent: int
+    #: Rows whose message this pass found missing for the first time: the next pass sends
+    #: them if it finds them missing again.
+    suspected: frozenset[uuid.UUID]
+
+
+def resend_lost_messages(
+    database: Database,
+    tables: Tables,
+    publisher: OutboxPublisher,
+    *,
+    lost_after: float,
+    queue_of: QueueOf,
+    queue_depths: QueueDepths,
+    suspected: Collection[uuid.UUID] = frozenset(),
+    limit: int,
+) -> LostMessages:
+    """Publish again the pending rows whose message the broker lost (a Redis flushed or
+    restarted without its append-only file, a deleted queue).
+
+    Age alone does not tell a lost message: in a backlog longer than ``lost_after`` (the
+    visibility timeout) a row waits unclaimed that long with its message still queued, and
+    a copy of every such row would inflate the queue length the fleet scales on and put a
+    crashed job's retry behind copies that are acknowledged unrun. So a queue is missing
+    messages when it holds fewer than there are published, unclaimed rows routed to it; and
+    as many rows as are missing are sent again, the oldest published first: the queue is
+    consumed in order, so a row older than the messages still queued has lost its own.
+
+    Only rows published more than ``lost_after`` ago may be sent again, and a copy is a new
+    publish, so a row is sent again at most once per ``lost_after``. A message a worker took
+    from the queue and has not claimed yet is missing from the depth for a moment; a row is
+    sent only when two passes in a row find it missing (``suspected`` carries the first
+    pass's finding to the second). The candidates are locked without skipping, so the relays
+    of a fleet take turns: the second counts after the first committed its copies.
+    """
+    outbox = tables.outbox
+    now = dt.datetime.now(dt.UTC)
+    old = now - dt.timedelta(seconds=max(lost_after, PUBLISH_SETTLE))
+    candidates = (
+        select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt)
+        .where(outbox.c.state == PENDING, outbox.c.published_at < old, outbox.c.not_before < old)
+        .order_by(outbox.c.published_at, outbox.c.id)
+        .limit(limit)
+        .with_for_update()
+    )
+    with database.begin() as conn:
+        rows = conn.execute(candidates).all()
+        if not rows:
+            return LostMessages(0, frozenset())
+        by_queue: dict[str, list[Any]] = {}
+        for row in rows:
+            by_queue.setdefault(queue_of(row.job_qn), []).append(row)
+        # The depths before the rows: a message taken from the queue after the depth was
+        # read is counted there and, claimed or not, is no row the count below misses.
+        depths = queue_depths(sorted(by_queue))
+        missing = _missing_messages(conn, tables, queue_of, depths, now)
+        found = [
+            uuid.UUID(str(row.id))
+            for queue, queued in by_queue.items()
+            for row in queued[: max(0, missing.get(queue, 0))]
+        ]
+        again = set(found) & set(suspected)
+        messages = [
+            OutboxMessage(id=uuid.UUID(str(row.id)), job_qn=row.job_qn, attempt=row.attempt + 1)
+            for row in rows
+            if uuid.UUID(str(row.id)) in again
+        ]
+        sent, failed = _publish_each(publisher, messages)
+        for done, values in ((sent, {"published_at": func.now()}), (failed, {})):
+            if done:
+                conn.execute(
+                    update(outbox)
+                    .where(outbox.c.id.in_([message.id for message in done]))
+                    .values(publish_attempts=outbox.c.publish_attempts + 1, **values)
+                )
+    if sent:
+        log.warning(
+            "sent %d job message(s) again: their queue had lost them (%s)",
+            len(sent),
+            ", ".join(f"{queue} holds {depth}" for queue, depth in depths.items()),
+        )
+    return LostMessages(len(sent), frozenset(set(found) - again))
+
+
+def _missing_messages(
+    conn: Connection,
+    tables: Tables,
+    queue_of: QueueOf,
+    depths: Mapping[str, int],
+    now: dt.datetime,
+) -> dict[str, int]:
+    """Per queue: published, unclaimed rows routed to it, less the messages it holds.
+
+    Rows published in the last ``PUBLISH_SETTLE`` seconds, and rows whose countdown ended
+    since then, are left out: their messages may be on their way, or held by a worker
+    until their time. What the count leaves out only makes the difference smaller.
+    """
+    outbox = tables.outbox
+    settled = now - dt.timedelta(seconds=PUBLISH_SETTLE)
+    query = (
+        select(outbox.c.job_qn, func.count())
+        .where(
+            outbox.c.state == PENDING,
+            outbox.c.published_at < settled,
+            outbox.c.not_before < settled,
+        )
+        .group_by(outbox.c.job_qn)
+    )
+    expected = dict.fromkeys(depths, 0)
+    for job_qn, rows in conn.execute(query).all():
+        queue = queue_of(job_qn)
+        if queue in expected:
+            expected[queue] += int(rows)
+    return {queue: expected[queue] - depth for queue, depth in depths.items()}
 
 
 def _publish_each(
@@ -279,6 +408,30 @@ def due_backlog(conn: Connection, tables: Tables) -> DueBacklog:
     if oldest.tzinfo is None:
         oldest = oldest.replace(tzinfo=dt.UTC)
     return DueBacklog(int(rows), max(0.0, (now - oldest).total_seconds()))
+
+
+def count_unclaimed(conn: Connection, tables: Tables, older_than: float) -> int:
+    """How many published job rows no worker has claimed ``older_than`` seconds after their
+    attempt could start: what ``/health/jobs`` and ``asanoha_outbox_unclaimed_rows`` report.
+
+    A row the broker holds is claimed as soon as a worker is free, so these are messages
+    the broker lost (a Redis flushed or restarted without its append-only file, a deleted
+    queue), or a backlog the workers are that far behind on; the queue's length tells which
+    (shorter than this count: lost). The relay sends lost messages again only after the
+    visibility timeout (see ``resend_lost_messages``), so this is what shows a loss before.
+    """
+    outbox = tables.outbox
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=older_than)
+    query = (
+        select(func.count())
+        .select_from(outbox)
+        .where(
+            outbox.c.state == PENDING,
+            outbox.c.published_at < before,
+            outbox.c.not_before < before,
+        )
+    )
+    return int(conn.execute(query).scalar_one())
 
 
 def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int:
