@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
@@ -165,6 +165,19 @@ class App:
     def celery(self) -> Celery:
         """The Celery application."""
         return self.celery_jobs.celery
+
+    @property
+    def user_options(self) -> NoReturn:
+        """Refuses Celery's command line: ``celery -A shop`` finds this ``App`` as ``shop.app``
+        and reads ``user_options`` from it first, so this is where it learns what to run."""
+        import click
+
+        raise click.UsageError(
+            "this is an asanoha App, not a Celery app. Run 'asanoha worker --app MODULE:app' "
+            "(or 'asanoha beat', 'asanoha celery --app MODULE:app -- COMMAND'), or give Celery "
+            "the Celery app: put 'celery = app.celery' in the module and run "
+            "'celery -A MODULE:celery worker'."
+        )
 
     def close(self) -> None:
         """Release the database pool, and the Celery side when it was built."""
