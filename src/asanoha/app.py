@@ -109,16 +109,24 @@ class App:
 
     def job_health_checks(self) -> dict[str, Callable[[], str]]:
         """What ``/health/jobs`` asks, for alerts and the console: with jobs, whether the broker
-        answers and how long the oldest due job has waited to be published.
+        answers, how long the oldest due job has waited to be published, and whether published
+        jobs wait unclaimed (their messages lost).
 
         Checks of the job pipeline go here, in the form of ``readiness_checks``.
         """
         checks: dict[str, Callable[[], str]] = {}
         if self.registry.jobs:
-            from asanoha.workers.job_health import check_broker, check_job_backlog
+            from asanoha.workers.job_health import (
+                check_broker,
+                check_job_backlog,
+                check_unclaimed_jobs,
+            )
 
             checks["broker"] = lambda: check_broker(self.celery)
             checks["jobs"] = lambda: check_job_backlog(self.database, self.service.tables)
+            checks["unclaimed"] = lambda: check_unclaimed_jobs(
+                self.database, self.service.tables, self.settings.unclaimed_alert_seconds
+            )
         return checks
 
     def create_schema(self, migrations: Path | None = DEFAULT_APP_MIGRATIONS) -> SchemaUpgrade:

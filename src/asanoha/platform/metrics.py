@@ -112,22 +112,31 @@ class DatabaseCollector:
     """Gauges read from the database at scrape time: outbox age and consumer lag."""
 
     def __init__(
-        self, database: Database, tables: Tables, consumer_lags: ConsumerLags | None = None
+        self,
+        database: Database,
+        tables: Tables,
+        consumer_lags: ConsumerLags | None = None,
+        *,
+        unclaimed_after: float = 300.0,
     ) -> None:
         self.database = database
         self.tables = tables
         self.consumer_lags = consumer_lags
+        #: Seconds a published job waits unclaimed before ``asanoha_outbox_unclaimed_rows``
+        #: counts it (``ASANOHA_UNCLAIMED_ALERT_SECONDS``).
+        self.unclaimed_after = unclaimed_after
 
     def collect(self) -> Iterator[Metric]:
         """Query the outbox and the consumer positions (short reads)."""
         from prometheus_client.core import GaugeMetricFamily
 
         # Imported here: the service layer imports this module (it counts writes).
-        from asanoha.platform.service.outbox import due_backlog
+        from asanoha.platform.service.outbox import count_unclaimed, due_backlog
 
         with self.database.connect() as conn:
-            # The query /health/jobs reads too, so the gauges and that check agree.
+            # The queries /health/jobs reads too, so the gauges and that check agree.
             backlog = due_backlog(conn, self.tables)
+            unclaimed = count_unclaimed(conn, self.tables, self.unclaimed_after)
         yield GaugeMetricFamily(
             "asanoha_outbox_due_age_seconds",
             "Seconds the oldest due job row nobody published has waited (0 when none).",
@@ -137,6 +146,12 @@ class DatabaseCollector:
             "asanoha_outbox_due_rows",
             "Due job rows nobody published (the relay's backlog).",
             value=backlog.rows,
+        )
+        yield GaugeMetricFamily(
+            "asanoha_outbox_unclaimed_rows",
+            "Published job rows no worker claimed within ASANOHA_UNCLAIMED_ALERT_SECONDS of "
+            "their start time: messages the broker lost, or a backlog that far behind.",
+            value=unclaimed,
         )
         lag = GaugeMetricFamily(
             "asanoha_consumer_lag_events",

@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     broker_countdown_max: float = 60.0
     #: Seconds between two relay passes of each ``asanoha worker``.
     relay_interval: float = 1.0
+    #: Seconds a published job may wait unclaimed before ``/health/jobs`` and
+    #: ``asanoha_outbox_unclaimed_rows`` count it: its message was lost, or the workers are
+    #: that far behind.
+    unclaimed_alert_seconds: float = Field(default=300.0, gt=0)
     #: Days a finished job row and its run rows are kept before the bundled prune job
     #: deletes them.
     job_retention_days: float = 7.0

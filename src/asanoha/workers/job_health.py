@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from asanoha.platform.service.outbox import due_backlog
+from asanoha.platform.service.outbox import count_unclaimed, due_backlog
 from asanoha.platform.store import Database, Tables
 
 #: Seconds a check waits for the broker.
@@ -30,4 +30,21 @@ def check_job_backlog(database: Database, tables: Tables) -> str:
         age = due_backlog(conn, tables).oldest_age
     if age > JOB_BACKLOG_LIMIT:
         return f"the oldest due job has waited {age:.0f} s to be published"
+    return "ok"
+
+
+def check_unclaimed_jobs(database: Database, tables: Tables, older_than: float) -> str:
+    """``"ok"`` unless published jobs have waited unclaimed longer than ``older_than`` seconds
+    (``ASANOHA_UNCLAIMED_ALERT_SECONDS``); then a cause that names how many.
+
+    The broker lost their messages (the relay sends them again after the visibility
+    timeout), or the workers are that far behind: the queue's length tells which.
+    """
+    with database.connect() as conn:
+        rows = count_unclaimed(conn, tables, older_than)
+    if rows:
+        return (
+            f"{rows} published job(s) not claimed within {older_than:g} s: "
+            "their messages were lost, or the workers are that far behind"
+        )
     return "ok"

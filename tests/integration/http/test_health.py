@@ -87,7 +87,10 @@ def test_job_health_answers_ok_when_the_broker_answers(asanoha_stack: StackFacto
     stack = asanoha_stack(features=[pinger()])
     response = stack.http.client.get("/health/jobs")
     assert response.status_code == 200
-    assert response.json()["data"] == {"status": "ok", "checks": {"broker": "ok", "jobs": "ok"}}
+    assert response.json()["data"] == {
+        "status": "ok",
+        "checks": {"broker": "ok", "jobs": "ok", "unclaimed": "ok"},
+    }
 
 
 def test_job_health_of_an_application_without_jobs_has_no_checks(stack: Stack) -> None:
@@ -119,7 +122,7 @@ def test_the_api_stays_ready_and_takes_writes_while_the_broker_is_gone(
     assert jobs.status_code == 503
     error = HttpError.from_response(jobs)
     assert (error.code, error.reason) == ("unavailable", "dependency_unavailable")
-    assert error.details == {"checks": {"broker": "unreachable", "jobs": "ok"}}
+    assert error.details == {"checks": {"broker": "unreachable", "jobs": "ok", "unclaimed": "ok"}}
     assert_no_leak(jobs.text)
     logged = [record.getMessage() for record in caplog.records]
     assert any("'broker'" in line and str(private_redis.port) in line for line in logged), logged

@@ -1,6 +1,7 @@
 """Messages the broker lost: the relay sends a published, unclaimed row again only when its
 queue misses its message, never for its age alone (a backlog longer than the visibility
-timeout gets no copies)."""
+timeout gets no copies); ``/health/jobs`` and ``asanoha_outbox_unclaimed_rows`` count the
+published rows nobody claimed in time."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from typing import Any
 import pytest
 import redis
 from celery import signals
-from sqlalchemy import update
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select, update
 
 from asanoha import Feature
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service.outbox import relay_outbox
+from asanoha.testing import HttpError
 from asanoha.workers.lanes import lane_queues
 from tests.integration.workers.conftest import job_rows, job_runs, wait_until
 from tests.private_redis import PrivateRedis
@@ -174,3 +177,54 @@ def test_a_partly_lost_queue_gets_copies_of_its_oldest_rows_only(
     assert [relay.relay_once() for _ in range(3)] == [0, 2, 0]
     assert sorted(publishes[4:]) == sorted(str(row_id) for row_id in older)
     assert queued(stack) == 4
+
+
+def unclaimed_gauge(stack: Any) -> float:
+    text = stack.http.client.get("/metrics").text
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    return samples["asanoha_outbox_unclaimed_rows"]
+
+
+def test_jobs_whose_queue_was_flushed_are_reported_unclaimed_after_the_threshold(
+    private_redis: PrivateRedis, asanoha_stack: Any
+) -> None:
+    stack = asanoha_stack(
+        features=[lost_feature()],
+        settings={"broker_url": private_redis.url, "unclaimed_alert_seconds": 60},
+    )
+    published_long_ago(stack, dt.timedelta(seconds=0))
+    client = redis.Redis.from_url(private_redis.url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+    # Lost, but not for long yet: nothing to report.
+    assert unclaimed_gauge(stack) == 0
+    assert stack.http.client.get("/health/jobs").status_code == 200
+
+    outbox = stack.tables.outbox
+    two_minutes_ago = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=2)
+    with stack.db.begin() as conn:
+        conn.execute(
+            update(outbox).values(published_at=two_minutes_ago, not_before=two_minutes_ago)
+        )
+        # A retry held until later is not late, however long ago it was published.
+        held = conn.execute(select(outbox.c.id).limit(1)).scalar_one()
+        conn.execute(
+            update(outbox)
+            .where(outbox.c.id == held)
+            .values(not_before=dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1))
+        )
+    assert unclaimed_gauge(stack) == 2
+    # Readiness is the process's own: a broker that lost its data does not take it out.
+    assert stack.http.client.get("/health/ready").status_code == 200
+    jobs = stack.http.client.get("/health/jobs")
+    assert jobs.status_code == 503
+    checks = HttpError.from_response(jobs).details["checks"]
+    assert checks["broker"] == "ok"
+    assert checks["jobs"] == "ok"
+    assert checks["unclaimed"].startswith("2 published job(s) not claimed within 60 s")

@@ -78,6 +78,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
             app.database,
             app.service.tables,
             lambda: ((found.name, found.lag, found.status) for found in app.consumers.status()),
+            unclaimed_after=app.settings.unclaimed_alert_seconds,
         ),
         JobHealthCollector(app.job_health_checks),
     )

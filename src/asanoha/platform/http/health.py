@@ -1,5 +1,6 @@
 """``GET /health`` (the process answers), ``GET /health/ready`` (this process can serve: the
-database answers) and ``GET /health/jobs`` (the job pipeline: broker, due-job backlog).
+database answers) and ``GET /health/jobs`` (the job pipeline: broker, due-job backlog,
+published jobs nobody claimed).
 
 Readiness is only what this process needs to answer calls: a write commits its job rows
 whatever the broker does, and the relay publishes them later, so a broker outage or a fleet
@@ -75,7 +76,8 @@ def health_router(app: HttpParts) -> APIRouter:
 
     @router.get(
         "/health/jobs",
-        summary="The job pipeline works (broker reachable, due jobs published); for alerts",
+        summary="The job pipeline works (broker reachable, due jobs published and claimed); "
+        "for alerts",
         responses=UNAVAILABLE,
     )
     async def jobs(request: Request) -> JSONResponse:

@@ -30,7 +30,8 @@ class JobHealthCollector:
 
         gauge = GaugeMetricFamily(
             "asanoha_job_health_ok",
-            "1 when the check of /health/jobs passes (broker reachable, due jobs published).",
+            "1 when the check of /health/jobs passes (broker reachable, due jobs published, "
+            "published jobs claimed).",
             labels=["check"],
         )
         for name, check in self.checks().items():
