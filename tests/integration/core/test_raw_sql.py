@@ -156,8 +156,14 @@ def read(payload: Statement, ctx: QueryContext) -> Any:
     return [list(row) for row in ctx.sql.execute(payload.sql, payload.params)]
 
 
+#: What of the service and the connection the consumer's context showed, per delivery.
+MIRROR_SAW: list[list[str]] = []
+
+
 @rawsql.consumer("mirror", on=[noted.qn], raw_sql="mirrors notes in its own table")
 def mirror(event: StoredEvent, ctx: ConsumerContext) -> None:
+    names = ("service", "conn")
+    MIRROR_SAW.append([name for name in names if hasattr(ctx, name) or hasattr(ctx.request, name)])
     ctx.sql.execute(
         f"INSERT INTO {NOTES} (id, note) VALUES (:id, 'mirrored')",
         {"id": event.payload["id"] + 1000},
@@ -363,8 +369,10 @@ def test_a_query_handler_reads_its_own_table_and_may_not_write_it(stack: Stack) 
 
 def test_a_consumer_writes_its_own_table_in_the_delivery(stack: Stack) -> None:
     stack.service.dispatch_write("rawsql:write:note", {"id": 1, "note": "a"}, ADMIN)
+    MIRROR_SAW.clear()
     stack.drain()
     assert notes(stack) == [(1, "a"), (1001, "mirrored")]
+    assert MIRROR_SAW == [[]]
 
 
 def test_a_consumer_reaching_an_entity_table_fails_and_keeps_nothing(stack: Stack) -> None:

@@ -16,7 +16,8 @@ strings are judged by the SQL the database would run. The inspection errs toward
   ``INSERT``/``UPDATE``/``DELETE``/``REPLACE``, and ``CREATE``/``ALTER``/``DROP`` of a table or
   an index, ``TRUNCATE``); what changes the session or the transaction, or runs SQL built at
   run time (``DO``, functions, triggers, ``COMMIT``, ``SET``, ``PRAGMA``, ``ATTACH``, ...),
-  is refused, as are the functions that run a query given as text;
+  is refused, as are the functions that run a query given as text, take a table's name as
+  a value or reach outside the transaction (``query_to_xml``, ``setval``, advisory locks);
 - in a query handler only reads pass.
 
 Results come back buffered (``SqlResult``), so nothing handed out leads back to the connection.
@@ -69,10 +70,13 @@ _SCHEMA_OBJECTS = frozenset({"table", "index"})
 # Words that make a statement write, refused in a query handler (FOR UPDATE included).
 # ("replace" is also a string function; REPLACE INTO is caught by "into".)
 _WRITING_WORDS = (_WRITES - {"replace"}) | _SCHEMA | frozenset({"merge", "into"})
-# Functions that run a query given as text, or reach outside the transaction.
-_RUNS_TEXT = re.compile(
+# Functions that run a query given as text, reach outside the transaction (other sessions,
+# files, locks the platform's passes may take), or take an object's name as a value, which a
+# name built at run time ((chr(97) || 'sanoha_...')::regclass) would slip past the name check.
+_REFUSED_FUNCTIONS = re.compile(
     r"^(?:(?:query|cursor|table|schema|database)_to_xml\w*|dblink\w*|set_config"
-    r"|lo_import|lo_export|pg_read_\w*|load_extension)$"
+    r"|lo_import|lo_export|pg_read_\w*|load_extension|setval|nextval"
+    r"|pg_(?:try_)?advisory\w*|pg_terminate_backend|pg_cancel_backend)$"
 )
 
 
@@ -209,8 +213,11 @@ def refusal(sql: str, protected: frozenset[str], *, read_only: bool) -> str | No
     if not words:
         return "no statement"
     for word in words:
-        if _RUNS_TEXT.match(word):
-            return f"{word}() runs SQL given as text or reaches outside the transaction"
+        if _REFUSED_FUNCTIONS.match(word):
+            return (
+                f"{word}() is refused: it runs SQL given as text, takes a table's name as a "
+                "value or reaches outside the transaction"
+            )
     first = words[0]
     if read_only:
         if first not in _READS or _WRITING_WORDS.intersection(words):
