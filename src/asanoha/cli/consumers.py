@@ -5,15 +5,15 @@ The command has no tenant: it operates the application's cursors, which every te
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.consumers import Consumers, ConsumerStatus
 from asanoha.platform.errors import AsanohaError
 
@@ -23,26 +23,40 @@ NameArgument = Annotated[str, typer.Argument(help="The consumer's QN, e.g. shop:
 
 
 @consumers.command()
-def status(app: AppOption) -> None:
+def status(app: AppOption, as_json: JsonOption = False) -> None:
     """Every consumer: position, lag, status, failed attempts, the event it is stopped at and
     when it tries that event again."""
-    table = Table()
-    columns = ("consumer", "position", "lag", "status", "attempts", "event", "next attempt")
-    for column in (*columns, "last error"):
-        table.add_column(column)
+    found = load_app(app).consumers.status()
+    if as_json:
+        print_json({"consumers": [dataclasses.asdict(consumer) for consumer in found]})
+        return
     now = dt.datetime.now(dt.UTC)
-    for found in load_app(app).consumers.status():
-        table.add_row(
-            found.name,
-            str(found.position),
-            str(found.lag),
-            found.status,
-            str(found.attempts),
-            "" if found.event_id is None else str(found.event_id),
-            _next_attempt(found, now),
-            found.last_error or "",
-        )
-    Console().print(table, highlight=False)
+    print_table(
+        (
+            "consumer",
+            "position",
+            "lag",
+            "status",
+            "attempts",
+            "event",
+            "next attempt",
+            "last error",
+        ),
+        (
+            (
+                consumer.name,
+                str(consumer.position),
+                str(consumer.lag),
+                consumer.status,
+                str(consumer.attempts),
+                "" if consumer.event_id is None else str(consumer.event_id),
+                _next_attempt(consumer, now),
+                consumer.last_error or "",
+            )
+            for consumer in found
+        ),
+        no_wrap=("consumer",),
+    )
 
 
 @consumers.command()

@@ -1,26 +1,29 @@
-"""``asanoha jobs``: recent attempts and failures, retry a failed job, prune finished rows."""
+"""``asanoha jobs``: recent attempts, failures and jobs still to run; retry a failed job;
+prune finished rows."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import uuid
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import uses_embedded_broker
+from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.errors import AsanohaError
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service.job_operations import (
     list_failed_jobs,
     list_job_runs,
+    list_pending_jobs,
     prune_job_rows,
     retry_failed_job,
 )
 
-jobs = typer.Typer(help="Background jobs: recent attempts and failures, retry, prune.")
+jobs = typer.Typer(help="Background jobs: recent attempts, failures, pending jobs, retry, prune.")
 
 LimitOption = Annotated[int, typer.Option(min=1, help="How many, newest first.")]
 
@@ -30,48 +33,95 @@ def runs(
     app: AppOption,
     failed: Annotated[bool, typer.Option(help="Only attempts that failed for good.")] = False,
     limit: LimitOption = 20,
+    as_json: JsonOption = False,
 ) -> None:
     """The newest job attempts: job, task id, attempt, status, start, end, error."""
     loaded = load_app(app)
     with loaded.database.connect() as conn:
         found = list_job_runs(conn, loaded.service.tables, limit=limit, failed_only=failed)
-    table = Table()
-    for column in ("job", "task", "attempt", "status", "started", "finished", "error"):
-        table.add_column(column)
-    for run in found:
-        table.add_row(
-            run.job_qn,
-            run.task_id,
-            str(run.attempt),
-            run.status,
-            f"{run.started_at:%Y-%m-%d %H:%M:%S}",
-            "" if run.finished_at is None else f"{run.finished_at:%Y-%m-%d %H:%M:%S}",
-            run.error.splitlines()[0] if run.error else "",
-        )
-    Console().print(table, highlight=False)
+    if as_json:
+        print_json({"runs": [dataclasses.asdict(run) for run in found]})
+        return
+    print_table(
+        ("job", "task", "attempt", "status", "started", "finished", "error"),
+        (
+            (
+                run.job_qn,
+                run.task_id,
+                str(run.attempt),
+                run.status,
+                _when(run.started_at),
+                _when(run.finished_at),
+                _first_line(run.error),
+            )
+            for run in found
+        ),
+        no_wrap=("task",),
+    )
 
 
 @jobs.command()
-def failed(app: AppOption, limit: LimitOption = 20) -> None:
-    """Jobs that failed for good, newest first: the ids ``asanoha jobs retry`` takes."""
+def failed(app: AppOption, limit: LimitOption = 20, as_json: JsonOption = False) -> None:
+    """Jobs that failed for good, newest first: the ids 'asanoha jobs retry' takes."""
     loaded = load_app(app)
     with loaded.database.connect() as conn:
         found = list_failed_jobs(conn, loaded.service.tables, limit=limit)
-    table = Table()
-    # The id is what ``retry`` takes: never wrapped, so it can be copied.
-    table.add_column("id", no_wrap=True)
-    for column in ("job", "tenant", "attempts", "failed at", "last error"):
-        table.add_column(column)
-    for job in found:
-        table.add_row(
-            str(job.id),
-            job.job_qn,
-            job.tenant_id or "",
-            str(job.attempt),
-            "" if job.finished_at is None else f"{job.finished_at:%Y-%m-%d %H:%M:%S}",
-            job.last_error.splitlines()[0] if job.last_error else "",
-        )
-    Console().print(table, highlight=False)
+    if as_json:
+        print_json({"jobs": [dataclasses.asdict(job) for job in found]})
+        return
+    print_table(
+        ("id", "job", "tenant", "attempts", "failed at", "last error"),
+        (
+            (
+                str(job.id),
+                job.job_qn,
+                job.tenant_id or "",
+                str(job.attempt),
+                _when(job.finished_at),
+                _first_line(job.last_error),
+            )
+            for job in found
+        ),
+        # The id is what ``retry`` takes: never wrapped, so it can be copied.
+        no_wrap=("id",),
+    )
+
+
+@jobs.command()
+def pending(app: AppOption, limit: LimitOption = 50, as_json: JsonOption = False) -> None:
+    """Jobs still to run (pending) or running, oldest first: state, attempts so far, when the
+    next attempt may start and when its message was sent."""
+    loaded = load_app(app)
+    with loaded.database.connect() as conn:
+        found = list_pending_jobs(conn, loaded.service.tables, limit=limit)
+    if as_json:
+        print_json({"jobs": [dataclasses.asdict(job) for job in found]})
+        return
+    print_table(
+        ("id", "job", "tenant", "state", "attempts", "not before", "sent", "last error"),
+        (
+            (
+                str(job.id),
+                job.job_qn,
+                job.tenant_id or "",
+                job.state,
+                str(job.attempt),
+                _when(job.not_before),
+                _when(job.published_at) or "not yet",
+                _first_line(job.last_error),
+            )
+            for job in found
+        ),
+        no_wrap=("id",),
+    )
+
+
+def _when(moment: dt.datetime | None) -> str:
+    return "" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
+def _first_line(text: str | None) -> str:
+    return text.splitlines()[0] if text else ""
 
 
 @jobs.command()

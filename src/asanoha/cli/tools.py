@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.listings import print_json, print_table
 
 
 def exposed_tools(reference: str) -> list[dict[str, Any]]:
@@ -32,17 +30,19 @@ def tools(
     """
     found = exposed_tools(app)
     if as_json:
-        typer.echo(json.dumps({"tools": found}, indent=2))
+        print_json({"tools": found})
         return
-    table = Table()
-    for column in ("tool", "kind", "risk", "destructive", "description"):
-        table.add_column(column)
-    for tool in found:
-        table.add_row(
-            tool["name"],
-            tool["kind"],
-            tool["risk"],
-            "yes" if tool["annotations"].get("destructiveHint") else "no",
-            tool["description"],
-        )
-    Console().print(table, highlight=False)
+    print_table(
+        ("tool", "kind", "risk", "destructive", "description"),
+        (
+            (
+                tool["name"],
+                tool["kind"],
+                tool["risk"],
+                "yes" if tool["annotations"].get("destructiveHint") else "no",
+                tool["description"],
+            )
+            for tool in found
+        ),
+        no_wrap=("tool",),
+    )

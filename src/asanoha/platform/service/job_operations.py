@@ -1,5 +1,5 @@
 """Operations on job rows: retry a job that failed for good, prune finished rows, list the
-newest attempts and the failed jobs.
+newest attempts, the failed jobs and the jobs still to run.
 
 Each runs on the caller's connection (inside its transaction), so the ``asanoha jobs``
 command, the bundled job-admin handlers and beat's prune share them.
@@ -19,6 +19,7 @@ from asanoha.platform.model import Registry
 from asanoha.platform.service.outbox import (
     FAILED,
     PENDING,
+    RUNNING,
     RELAY_GRACE,
     OutboxMessage,
     prune_finished,
@@ -67,6 +68,24 @@ class FailedJob:
     attempt: int
     last_error: str | None
     finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A job row still to run (``pending``) or running: where its next attempt stands."""
+
+    id: uuid.UUID
+    job_qn: str
+    tenant_id: str | None
+    state: str
+    #: Attempts claimed so far.
+    attempt: int
+    #: The next attempt may not start before this time.
+    not_before: dt.datetime
+    #: When its message was last sent to the broker (``None``: not sent yet).
+    published_at: dt.datetime | None
+    created_at: dt.datetime
+    last_error: str | None
 
 
 def retry_failed_job(
@@ -218,3 +237,42 @@ def list_failed_jobs(
 def _tenant_of(headers: Any) -> str | None:
     tenant = headers.get("tenant_id") if isinstance(headers, dict) else None
     return tenant if isinstance(tenant, str) else None
+
+
+def list_pending_jobs(
+    conn: Connection, tables: Tables, *, limit: int, tenant_id: str | None = None
+) -> list[PendingJob]:
+    """Job rows pending or running, the oldest first: what the workers still have to do."""
+    outbox = tables.outbox
+    query = (
+        select(
+            outbox.c.id,
+            outbox.c.job_qn,
+            outbox.c.headers,
+            outbox.c.state,
+            outbox.c.attempt,
+            outbox.c.not_before,
+            outbox.c.published_at,
+            outbox.c.created_at,
+            outbox.c.last_error,
+        )
+        .where(outbox.c.state.in_((PENDING, RUNNING)))
+        .order_by(outbox.c.created_at, outbox.c.id)
+        .limit(limit)
+    )
+    if tenant_id is not None:
+        query = query.where(outbox.c.headers["tenant_id"].as_string() == tenant_id)
+    return [
+        PendingJob(
+            uuid.UUID(str(row.id)),
+            row.job_qn,
+            _tenant_of(row.headers),
+            row.state,
+            row.attempt,
+            row.not_before,
+            row.published_at,
+            row.created_at,
+            row.last_error,
+        )
+        for row in conn.execute(query)
+    ]
