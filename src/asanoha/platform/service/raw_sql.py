@@ -15,7 +15,7 @@ strings are judged by the SQL the database would run. The inspection errs toward
 - only one statement per call, of a known kind (``SELECT``/``WITH``/``VALUES``/``TABLE``,
   ``INSERT``/``UPDATE``/``DELETE``/``REPLACE``, and ``CREATE``/``ALTER``/``DROP`` of a table or
   an index, ``TRUNCATE``); what changes the session or the transaction, or runs SQL built at
-  run time (``DO``, functions, triggers, ``COMMIT``, ``SET``, ``PRAGMA``, ``ATTACH``, ...),
+  run time (``DO``, ``CREATE FUNCTION``/``TRIGGER``, ``COMMIT``, ``SET``, ``PRAGMA``, ...),
   is refused, as are the functions that run a query given as text, take a table's name as
   a value or reach outside the transaction (``query_to_xml``, ``setval``, advisory locks);
 - in a query handler only reads pass.
