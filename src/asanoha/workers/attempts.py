@@ -88,11 +88,11 @@ class AttemptRunner:
             if claim.state == "missing":
                 self._rows.refuse(row_id, job.qn, attempt, "refused: the message has no job row")
                 log.error("%s %s: no job row; refused", job.qn, row_id)
-            elif claim.state == RUNNING and claim.attempt == attempt and redelivered:
-                self._crashed(job, row_id, claim)
+            elif claim.state == RUNNING and claim.attempt == attempt:
+                self._judge_running(job, row_id, claim, redelivered=redelivered)
             else:
-                # Finished, a later attempt, or a second copy of a live attempt: the row says
-                # the work is done or being done, so this copy is acknowledged unrun.
+                # Finished or a later attempt: the row says the work is done or being done,
+                # so this copy is acknowledged unrun.
                 log.info(
                     "%s %s attempt %d: row is %s at attempt %d; acknowledged without running",
                     job.qn, row_id, attempt, claim.state, claim.attempt,
@@ -146,6 +146,43 @@ class AttemptRunner:
         countdown = self._schedule_retry(job, row_id, ctx.tenant_id, ctx.attempt, claim, error)
         raise Retry(exc=exc, when=countdown) from exc
 
+    def _judge_running(
+        self, job: JobDef, row_id: uuid.UUID, running: Unclaimed, *, redelivered: bool
+    ) -> None:
+        """Another delivery of an attempt the row shows running: is that attempt alive?
+
+        A redelivery does not say so. RabbitMQ delivers a message again when the worker's
+        connection drops or its ``consumer_timeout`` passes, while the pool process goes on
+        running the attempt; Redis and RabbitMQ both do when the whole worker died with it.
+        The one sure sign is the attempt's hard time limit: no process runs an attempt past
+        it (the pool kills it there), so until then this delivery only publishes a copy of
+        itself for that moment and is acknowledged, and the attempt, alive, ends as usual;
+        past it, the attempt is crashed. Deaths the worker sees itself (a pool process
+        killed, the hard limit) are ended at once in its main process (``job_task``)."""
+        left = self._may_still_run(job, running)
+        if left <= 0:
+            self._crashed(job, row_id, running)
+            return
+        log.info("%s %s: attempt %d is running (delivered again: %s); looking again in %.1f s",
+                 job.qn, row_id, running.attempt, redelivered, left)  # fmt: skip
+        message = OutboxMessage(row_id, job.qn, attempt=running.attempt, countdown=left)
+        try:
+            self.publisher.publish(message)
+        except Exception as exc:
+            # This delivery must come back rather than leave the attempt unwatched.
+            _give_back(job, row_id, "scheduling the next look at", exc)
+
+    def _may_still_run(self, job: JobDef, running: Unclaimed) -> float:
+        """Seconds until no process can still run the ``running`` attempt (0: none can)."""
+        if running.started_at is None:
+            return 0.0
+        started = running.started_at
+        if started.tzinfo is None:
+            started = started.replace(tzinfo=dt.UTC)
+        limit = job_timeout(job, self._settings) + HARD_LIMIT_GRACE + CLOCK_MARGIN
+        elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds()
+        return max(0.0, limit - elapsed)
+
     def _crashed(self, job: JobDef, row_id: uuid.UUID, running: Unclaimed) -> None:
         """A redelivered attempt the row shows running: its worker died mid-run. It counts as
         an attempt; the next one follows as an ordinary retry, or the job fails for good."""
@@ -159,26 +196,34 @@ class AttemptRunner:
             raise lost
         raise Retry(exc=lost, when=countdown)
 
-    def end_killed_attempt(self, job: JobDef, row_id: uuid.UUID, attempt: int | None) -> None:
-        """End, as crashed, ``attempt`` of the row ``row_id`` (``None``: the one running),
-        whose pool process is killed at its hard time limit. Called in the worker's main
-        process, which must not block long nor raise: a database that fails leaves the row
-        running for the redelivery of the message (see ``job_task``) to judge."""
+    def end_killed_attempt(
+        self, job: JobDef, row_id: uuid.UUID, attempt: int, *, time_limit: bool
+    ) -> None:
+        """End, as crashed, ``attempt`` of the row ``row_id``, whose pool process was lost or is killed at its hard time limit (``time_limit``).
+        Called in the worker's main process, which must not block long nor raise: a
+        database that fails leaves the row running for the redelivery of the message (see
+        ``job_task``) to judge."""
         try:
             running = self._rows.look(row_id)
         except JobRowsUnavailable:
             log.warning("%s %s: reading the row of an attempt past its hard time limit failed",
                         job.qn, row_id, exc_info=True)  # fmt: skip
             return
-        if running.state != RUNNING or attempt not in (None, running.attempt):
+        if running.state != RUNNING or running.attempt != attempt:
             return  # it ended after all, or the row has moved on
         limit = job_timeout(job, self._settings) + HARD_LIMIT_GRACE
-        killed = TimeLimitExceeded(
-            f"attempt {running.attempt} ran past its hard time limit ({limit:g} s); "
-            "its process was killed"
+        killed: Exception = (
+            TimeLimitExceeded(
+                f"attempt {running.attempt} ran past its hard time limit ({limit:g} s); "
+                "its process was killed"
+            )
+            if time_limit
+            else WorkerLostError(
+                f"the pool process running attempt {running.attempt} exited (killed, out of memory)"
+            )
         )
-        log.warning("%s %s: attempt %d killed at its hard time limit", job.qn, row_id,
-                    running.attempt)  # fmt: skip
+        log.warning("%s %s: attempt %d ended with its process: %s", job.qn, row_id,
+                    running.attempt, killed)  # fmt: skip
         try:
             self._end_crashed(job, row_id, running, killed, give_back=False)
         except Exception:
@@ -287,6 +332,9 @@ class AttemptRunner:
             _give_back(job, row_id, "ending the attempt on", exc)
 
 
+#: Seconds added to an attempt's hard time limit before another delivery takes it for dead:
+#: the clock of the worker that claimed it and the judging worker's may differ a little.
+CLOCK_MARGIN = 1.0
 #: Seconds a worker waits before giving a message back when the database failed: a database
 #: that is down would otherwise see the message again at once, over and over.
 GIVE_BACK_PAUSE = 1.0

@@ -35,7 +35,9 @@ def _feature(seen: list[Any]) -> Feature:
         if ctx.attempt == 1:
             raise RuntimeError("first attempt fails")
 
-    @feature.job("patient", manual=True, retries=1, backoff=Backoff.fixed(0.05))
+    # A short timeout: an attempt whose end was lost is judged crashed once its hard time
+    # limit (timeout + grace) has passed, not before.
+    @feature.job("patient", manual=True, retries=1, backoff=Backoff.fixed(0.05), timeout=1)
     def patient(payload: dict[str, Any], ctx: Any) -> None:
         seen.append(("patient", ctx.attempt))
 
@@ -189,7 +191,8 @@ def test_an_end_while_the_database_refuses_connections_counts_as_a_crashed_attem
     jobs_stack, monkeypatch
 ):
     """The attempt ran but its end could not be written: the message comes back, and its
-    redelivery ends the attempt as crashed (at least once: the next attempt runs)."""
+    redelivery ends the attempt as crashed once its hard time limit has passed (at least
+    once: the next attempt runs)."""
     seen: list[Any] = []
     stack = jobs_stack([_feature(seen)])
     rows = _rows(stack)
@@ -208,7 +211,7 @@ def test_an_end_while_the_database_refuses_connections_counts_as_a_crashed_attem
 
     monkeypatch.setattr(rows, "end", end)
     stack.dispatch_job("lost:job:patient", {})
-    stack.drain()
+    stack.drain(timeout=30)
     assert len(refused) == 1
     assert seen == [("patient", 1), ("patient", 2)]
     assert [(r.attempt, r.status) for r in job_runs(stack)] == [(1, "crashed"), (2, "succeeded")]

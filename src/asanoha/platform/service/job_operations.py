@@ -19,8 +19,8 @@ from asanoha.platform.model import Registry
 from asanoha.platform.service.outbox import (
     FAILED,
     PENDING,
-    RUNNING,
     RELAY_GRACE,
+    RUNNING,
     OutboxMessage,
     prune_finished,
 )
