@@ -117,6 +117,7 @@ def test_development_keeps_the_placeholder_approval_key_shared_by_its_processes(
     app = App([notes], Settings(database_url=POSTGRES, development=True))
     public = ApprovalSigner(approval_key(PLACEHOLDER_JWT_SECRET))
     assert approval_mac(app.service.approvals.signer, app) == approval_mac(public, app)
+    app.close()
 
 
 def test_only_development_or_the_embedded_default_signs_with_a_secret_of_the_process() -> None:
@@ -128,8 +129,8 @@ def test_only_development_or_the_embedded_default_signs_with_a_secret_of_the_pro
     assert not use_process_secret(deployed) and not use_process_secret(configured)
     assert deployed.settings.jwt_secret == PLACEHOLDER_JWT_SECRET
     assert configured.settings.jwt_secret == GOOD
-    embedded.close()
-    configured.close()
+    for app in (embedded, development, deployed, configured):
+        app.close()
 
 
 def test_the_development_token_holds_every_role_but_system() -> None:
