@@ -20,6 +20,7 @@ from typer.models import CommandInfo
 
 from asanoha.cli.app_loading import load_app
 from asanoha.cli.failures import DEBUG_VARIABLE, explain, shows_tracebacks
+from asanoha.cli.help_text import tidy_help
 
 __all__ = ["COMMANDS", "cli", "load_app", "main"]
 
@@ -78,6 +79,12 @@ class LazyGroup(TyperGroup):
         super().__init__(**attrs)
         self.commands = LazyCommands(self.commands, self)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        # Its own options, the completion ones typer adds after building it included; each
+        # command is tidied when it is loaded.
+        tidy_help(self, self.rich_markup_mode, subcommands=False)
+        super().format_help(ctx, formatter)
+
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
 
@@ -96,6 +103,7 @@ def load_command(name: str, target: str, group: TyperGroup) -> Any:
             rich_markup_mode=group.rich_markup_mode,
         )
     command.name = name
+    tidy_help(command, group.rich_markup_mode)
     return command
 
 
@@ -103,6 +111,8 @@ cli = typer.Typer(
     cls=LazyGroup,
     help="asanoha: features, event store, service layer and Celery jobs.",
     no_args_is_help=True,
+    # Docstrings are Markdown: paragraphs flow to the terminal's width, ``code`` is code.
+    rich_markup_mode="markdown",
 )
 
 

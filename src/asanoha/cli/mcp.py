@@ -31,7 +31,7 @@ def mcp(
     """Serve the exposed handlers as MCP tools (refuses a schema that is behind).
 
     Over stdio every call acts as the user of the bearer token in ASANOHA_MCP_TOKEN; over
-    HTTP each request carries its own 'Authorization: Bearer <token>'. The API app serves
+    HTTP each request carries its own 'Authorization: Bearer TOKEN'. The API app serves
     the same endpoint at /mcp. Refuses to start on the placeholder ASANOHA_JWT_SECRET outside
     development, a short secret or an unsupported algorithm, as the API does.
     """

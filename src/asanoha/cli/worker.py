@@ -56,7 +56,8 @@ def worker(
         str | None,
         typer.Option(
             help="The worker's name as Flower and 'asanoha celery -- inspect' show it; "
-            "Celery expands %h (host name). Default: <ASANOHA_QUEUE_PREFIX>@%h-<pid>.",
+            "Celery expands %h (host name). Default: PREFIX@%h-PID (ASANOHA_QUEUE_PREFIX, the "
+            "process id).",
             show_default=False,
         ),
     ] = None,

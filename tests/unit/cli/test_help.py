@@ -57,3 +57,26 @@ def test_the_command_list_names_the_operations_commands() -> None:
         "jobs",
         "mcp",
     } <= names
+
+
+@pytest.mark.parametrize("path", [(), *command_paths(ROOT)], ids=lambda p: " ".join(p) or "asanoha")
+def test_help_names_values_as_a_shell_user_knows_them(path: tuple[str, ...]) -> None:
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    for placeholder in ("<str>", "<bool>", "<int", "<float", "<list", "``"):
+        assert placeholder not in result.output, f"asanoha {' '.join(path)} --help: {placeholder}"
+
+
+def test_a_help_paragraph_flows_instead_of_keeping_the_docstrings_line_breaks() -> None:
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["jobs", "retry", "--help"])
+    # Two lines of the docstring on one line of the page, without the backticks.
+    assert any(
+        "declares once more. A run row with status requeued records the retry." in line
+        for line in result.output.splitlines()
+    )
+    assert "TEXT" in result.output and "JOB_ID" in result.output
+
+
+def test_help_text_in_angle_brackets_is_not_taken_for_markup() -> None:
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["worker", "--help"])
+    assert "PREFIX@%h-PID" in " ".join(result.output.split())
