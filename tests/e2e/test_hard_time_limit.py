@@ -1,6 +1,6 @@
-"""An attempt killed at its hard time limit, in a real prefork ``asanoha worker``: it ends as
-crashed at once and the next attempt runs after its backoff, not after the visibility
-timeout."""
+"""An attempt whose pool process is killed at its hard time limit, or exits, in a real
+prefork ``asanoha worker``: it ends as crashed at once and the next attempt runs after its
+backoff, not after the visibility timeout nor the attempt's time limit."""
 
 from __future__ import annotations
 
@@ -70,3 +70,26 @@ def test_an_attempt_killed_at_its_hard_time_limit_ends_crashed_and_the_retry_fol
     assert "TimeLimitExceeded" in rows[0].error
     # The first attempt ran until the hard limit killed it, no less.
     assert (rows[0].finished_at - rows[0].started_at).total_seconds() >= 1 + HARD_LIMIT_GRACE
+
+
+def test_an_attempt_whose_pool_process_exits_ends_crashed_before_its_time_limit(
+    time_limit_app: App,
+) -> None:
+    # The job's timeout (60 s) is longer than the test waits: the worker's main process
+    # ends the attempt when the pool process exits, no later delivery has to judge it.
+    assert STEP_TIMEOUT < 60
+    row_id = time_limit_app.service.enqueue_job(
+        "stubborn:job:exit-once", {}, SessionUser.system("default")
+    )
+    worker = start_asanoha_worker(time_limit_app.settings, APP, concurrency=1)
+    try:
+        assert wait_for_state(time_limit_app, row_id, "succeeded") == ("succeeded", 2)
+    finally:
+        stop_processes([worker])
+    runs = time_limit_app.service.tables.job_runs
+    with time_limit_app.database.connect() as conn:
+        rows = conn.execute(
+            select(runs).where(runs.c.task_id == str(row_id)).order_by(runs.c.id)
+        ).all()
+    assert [(row.attempt, row.status) for row in rows] == [(1, "crashed"), (2, "succeeded")]
+    assert "WorkerLostError" in rows[0].error

@@ -1,9 +1,10 @@
 """The application of the hard-time-limit end-to-end test: a job whose first attempt ignores
-its soft time limit, so that the prefork pool kills its process at the hard limit; the
-second attempt succeeds."""
+its soft time limit, so that the prefork pool kills its process at the hard limit, and a job
+whose first attempt ends its process; the second attempts succeed."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -26,6 +27,13 @@ def ignore_limit(payload: dict[str, Any], ctx: Any) -> None:
             time.sleep(60)
         except SoftTimeLimitExceeded:
             continue
+
+
+@feature.job("exit-once", manual=True, retries=1, backoff=Backoff.fixed(0.1), timeout=60)
+def exit_once(payload: dict[str, Any], ctx: Any) -> None:
+    """Attempt 1 ends its pool process, as an out-of-memory kill would."""
+    if ctx.attempt == 1:
+        os._exit(1)
 
 
 app = App([feature])

@@ -1,10 +1,10 @@
 """One delivery of a job message: claim the attempt, run the job, write how it ended.
 
 The steps, in order: claim (or judge why not: finished or stale -> acknowledge without
-running; redelivered while running -> a crashed attempt), read the headers (no tenant ->
-refused), run the body in a fresh context, end the attempt on the row (succeeded, a retry
-scheduled on the row, or failed), then publish the next attempt when the broker may hold
-its countdown.
+running; running past its hard time limit -> a crashed attempt; running within it -> look
+again at the limit), read the headers (no tenant -> refused), run the body in a fresh
+context, end the attempt on the row (succeeded, a retry scheduled on the row, or failed),
+then publish the next attempt when the broker may hold its countdown.
 """
 
 from __future__ import annotations
