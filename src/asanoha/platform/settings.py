@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     #: Days a finished job row and its run rows are kept before the bundled prune job
     #: deletes them.
     job_retention_days: float = 7.0
+    #: Signs and checks bearer tokens. Several, separated by commas, while a secret is
+    #: rotated: the first signs, every one is accepted.
     jwt_secret: str = PLACEHOLDER_JWT_SECRET
     jwt_algorithm: str = "HS256"
     jwt_ttl_seconds: int = 3600
@@ -81,6 +83,17 @@ class Settings(BaseSettings):
     #: After a commit that appended events a consumer follows, publish a (coalesced) task
     #: that advances the consumers.
     consumer_wake: bool = True
+
+    @property
+    def jwt_secrets(self) -> tuple[str, ...]:
+        """The secrets tokens are checked with: the one that signs first."""
+        found = tuple(part.strip() for part in self.jwt_secret.split(",") if part.strip())
+        return found or (self.jwt_secret,)
+
+    @property
+    def jwt_signing_secret(self) -> str:
+        """The secret new tokens are signed with (the first of ``jwt_secrets``)."""
+        return self.jwt_secrets[0]
 
     @property
     def uses_placeholder_secret(self) -> bool:
@@ -108,7 +121,7 @@ class Settings(BaseSettings):
             return self.approval_secret
         if self.uses_placeholder_secret and not self.development:
             return None
-        return self.jwt_secret
+        return self.jwt_signing_secret
 
 
 def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[str]:
@@ -128,18 +141,8 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
                 f"ASANOHA_JWT_SECRET to a long random value ({SECRET_RECIPE}), or set "
                 "ASANOHA_DEVELOPMENT=true on a development machine."
             )
-    elif settings.jwt_secret in PUBLISHED_EXAMPLE_SECRETS and not settings.development:
-        problems.append(
-            f"ASANOHA_JWT_SECRET is {settings.jwt_secret!r}, the example value of the deploy "
-            "manifests: anyone could mint an Admin token with it. Set it to a long random "
-            f"value ({SECRET_RECIPE})."
-        )
-    elif len(settings.jwt_secret.encode()) < MIN_SECRET_BYTES:
-        problems.append(
-            f"ASANOHA_JWT_SECRET is {len(settings.jwt_secret.encode())} bytes long: an HMAC "
-            f"secret needs at least {MIN_SECRET_BYTES} bytes, or it can be guessed. Set it "
-            f"to a long random value ({SECRET_RECIPE})."
-        )
+    else:
+        problems += _secret_problems(settings)
     if (
         settings.approval_secret is not None
         and len(settings.approval_secret.encode()) < MIN_SECRET_BYTES
@@ -166,6 +169,32 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
             "tokens it refuses. Set it between 1 and ASANOHA_JWT_MAX_TTL_SECONDS "
             f"({settings.jwt_max_ttl_seconds})."
         )
+    return problems
+
+
+def _secret_problems(settings: Settings) -> list[str]:
+    """What is wrong with each of the secrets in ``ASANOHA_JWT_SECRET``."""
+    problems: list[str] = []
+    several = len(settings.jwt_secrets) > 1
+    for number, secret in enumerate(settings.jwt_secrets, start=1):
+        which = f"secret {number} of ASANOHA_JWT_SECRET" if several else "ASANOHA_JWT_SECRET"
+        if secret in PUBLISHED_EXAMPLE_SECRETS and not settings.development:
+            problems.append(
+                f"{which} is {secret!r}, the example value of the deploy manifests: anyone "
+                f"could mint an Admin token with it. Set it to a long random value "
+                f"({SECRET_RECIPE})."
+            )
+        elif secret == PLACEHOLDER_JWT_SECRET and not settings.development:
+            problems.append(
+                f"{which} is the public placeholder: anyone could mint an Admin token with "
+                f"it. Set it to a long random value ({SECRET_RECIPE})."
+            )
+        elif len(secret.encode()) < MIN_SECRET_BYTES:
+            problems.append(
+                f"{which} is {len(secret.encode())} bytes long: an HMAC secret needs at least "
+                f"{MIN_SECRET_BYTES} bytes, or it can be guessed. Set it to a long random "
+                f"value ({SECRET_RECIPE})."
+            )
     return problems
 
 

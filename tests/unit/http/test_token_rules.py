@@ -16,7 +16,7 @@ from asanoha.platform.http.auth import (
     issue_token,
 )
 from asanoha.platform.model import SessionUser
-from asanoha.platform.settings import Settings
+from asanoha.platform.settings import Settings, signing_problems
 
 SETTINGS = Settings(jwt_secret="s" * 48)
 DAY = 86400
@@ -93,3 +93,44 @@ def test_an_expired_token_is_refused_after_the_leeway() -> None:
     with pytest.raises(AuthenticationError) as raised:
         decode_token(SETTINGS, signed(iat=now - 120, exp=now - CLOCK_LEEWAY_SECONDS - 5))
     assert raised.value.reason == "token_expired"
+
+
+# -- rotating the secret ----------------------------------------------------------------------
+
+USER = SessionUser.of("alice", "tenant-a", ["Admin"])
+OLD_SECRET = "o" * 40
+NEW_SECRET = "n" * 40
+
+
+def test_during_a_rotation_tokens_of_either_secret_are_accepted_and_the_first_signs() -> None:
+    before = Settings(jwt_secret=OLD_SECRET)
+    during = Settings(jwt_secret=f"{NEW_SECRET}, {OLD_SECRET}")
+    issued_before = issue_token(before, USER)
+    issued_during = issue_token(during, USER)
+    assert decode_token(during, issued_before).id == USER.id
+    assert decode_token(during, issued_during).id == USER.id
+    # The new token is signed with the new secret only.
+    assert decode_token(Settings(jwt_secret=NEW_SECRET), issued_during).id == USER.id
+    with pytest.raises(AuthenticationError) as refused:
+        decode_token(before, issued_during)
+    assert refused.value.reason == "token_invalid"
+
+
+def test_after_the_rotation_tokens_of_the_old_secret_are_refused() -> None:
+    issued_before = issue_token(Settings(jwt_secret=OLD_SECRET), USER)
+    with pytest.raises(AuthenticationError) as refused:
+        decode_token(Settings(jwt_secret=NEW_SECRET), issued_before)
+    assert refused.value.reason == "token_invalid"
+
+
+def test_an_expired_token_of_the_old_secret_is_still_expired_during_a_rotation() -> None:
+    expired = issue_token(Settings(jwt_secret=OLD_SECRET), USER, ttl=-60)
+    with pytest.raises(AuthenticationError) as refused:
+        decode_token(Settings(jwt_secret=f"{NEW_SECRET},{OLD_SECRET}"), expired)
+    assert refused.value.reason == "token_expired"
+
+
+def test_every_secret_of_a_rotation_must_be_long_enough() -> None:
+    problems = signing_problems(Settings(jwt_secret=f"{NEW_SECRET},short"))
+    assert len(problems) == 1
+    assert problems[0].startswith("secret 2 of ASANOHA_JWT_SECRET is 5 bytes long")

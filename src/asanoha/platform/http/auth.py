@@ -57,7 +57,7 @@ def issue_token(settings: Settings, user: SessionUser, ttl: float | None = None)
     }
     if user.agent is not None:
         claims["agent"] = user.agent
-    return jwt.encode(claims, settings.jwt_secret, algorithm=settings.jwt_algorithm)
+    return jwt.encode(claims, settings.jwt_signing_secret, algorithm=settings.jwt_algorithm)
 
 
 def decode_token(settings: Settings, token: str) -> SessionUser:
@@ -69,15 +69,7 @@ def decode_token(settings: Settings, token: str) -> SessionUser:
     """
     now = time.time()
     try:
-        claims: dict[str, Any] = jwt.decode(
-            token,
-            settings.jwt_secret,
-            # Exactly one algorithm: a token signed with "none" or another HMAC is refused.
-            algorithms=[settings.jwt_algorithm],
-            options={"require": list(REQUIRED_CLAIMS)},
-            # Also refuses an ``iat`` more than the leeway in the future.
-            leeway=CLOCK_LEEWAY_SECONDS,
-        )
+        claims = _verified_claims(settings, token)
     except jwt.ExpiredSignatureError as exc:
         raise AuthenticationError(Reasons.TOKEN_EXPIRED) from exc
     except jwt.ImmatureSignatureError as exc:
@@ -92,6 +84,31 @@ def decode_token(settings: Settings, token: str) -> SessionUser:
         ) from exc
     _check_lifetime(settings, claims, now)
     return _user_from_claims(claims)
+
+
+def _verified_claims(settings: Settings, token: str) -> dict[str, Any]:
+    """The claims of ``token`` checked with the first secret whose signature matches (several
+    while a secret is rotated); raises PyJWT's errors."""
+    *earlier, last = settings.jwt_secrets
+    for secret in earlier:
+        try:
+            return _decode(settings, token, secret)
+        except jwt.InvalidSignatureError:
+            continue
+    return _decode(settings, token, last)
+
+
+def _decode(settings: Settings, token: str, secret: str) -> dict[str, Any]:
+    claims: dict[str, Any] = jwt.decode(
+        token,
+        secret,
+        # Exactly one algorithm: a token signed with "none" or another HMAC is refused.
+        algorithms=[settings.jwt_algorithm],
+        options={"require": list(REQUIRED_CLAIMS)},
+        # Also refuses an ``iat`` more than the leeway in the future.
+        leeway=CLOCK_LEEWAY_SECONDS,
+    )
+    return claims
 
 
 def _check_lifetime(settings: Settings, claims: dict[str, Any], now: float) -> None:
