@@ -29,7 +29,11 @@ class InsecureSettingsError(ValueError):
 class Settings(BaseSettings):
     """Runtime configuration. With nothing set: SQLite file and the in-process broker."""
 
-    model_config = SettingsConfigDict(env_prefix="ASANOHA_", extra="ignore")
+    # A ``.env`` file in the working directory is read too (the environment wins over it),
+    # as Django, FastAPI and Celery projects commonly keep their development settings.
+    model_config = SettingsConfigDict(
+        env_prefix="ASANOHA_", extra="ignore", env_file=".env", env_file_encoding="utf-8"
+    )
 
     database_url: str = EMBEDDED_DATABASE_URL
     database_pool_size: int = 10
