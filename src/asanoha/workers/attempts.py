@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextvars
 import datetime as dt
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 from celery import Task
@@ -73,6 +75,9 @@ class AttemptRunner:
         self._settings = settings
         #: Enforce ``timeout`` in this process (a thread-pool worker, where Celery does not).
         self.thread_time_limits = False
+        #: Writes the ends of attempts whose pool process is gone (``end_killed_attempt``).
+        self._lost_ends: ThreadPoolExecutor | None = None
+        self._lost_lock = threading.Lock()
 
     def run(self, task: Task, job: JobDef, attempt: int) -> None:
         """Handle one delivery of ``attempt`` of the job row ``task.request.id``."""
@@ -163,9 +168,12 @@ class AttemptRunner:
         if left <= 0:
             self._crashed(job, row_id, running)
             return
-        log.info("%s %s: attempt %d is running (delivered again: %s); looking again in %.1f s",
-                 job.qn, row_id, running.attempt, redelivered, left)  # fmt: skip
-        message = OutboxMessage(row_id, job.qn, attempt=running.attempt, countdown=left)
+        log.info("%s %s: attempt %d may still be running (delivered again: %s); its time "
+                 "limit passes in %.1f s", job.qn, row_id, running.attempt, redelivered,
+                 left)  # fmt: skip
+        # A long wait is cut into steps: the broker holds no delay longer than the retries'.
+        countdown = min(left, self._settings.broker_countdown_max)
+        message = OutboxMessage(row_id, job.qn, attempt=running.attempt, countdown=countdown)
         try:
             self.publisher.publish(message)
         except Exception as exc:
@@ -199,36 +207,44 @@ class AttemptRunner:
     def end_killed_attempt(
         self, job: JobDef, row_id: uuid.UUID, attempt: int, *, time_limit: bool
     ) -> None:
-        """End, as crashed, ``attempt`` of the row ``row_id``, whose pool process was lost or is killed at its hard time limit (``time_limit``).
-        Called in the worker's main process, which must not block long nor raise: a
-        database that fails leaves the row running for the redelivery of the message (see
-        ``job_task``) to judge."""
+        """End, as crashed, ``attempt`` of the row ``row_id``, whose pool process exited or
+        is killed at its hard time limit (``time_limit``).
+
+        Called in the worker's main process, whose event loop keeps the broker connection
+        (heartbeats, acknowledgements): the writes run on a thread of their own, so that a
+        database that hangs does not stall it. Nothing waits for them: the message comes
+        back meanwhile (see ``job_task``) and is judged by the row, ended or still running.
+        """
+        with self._lost_lock:
+            if self._lost_ends is None:
+                self._lost_ends = ThreadPoolExecutor(1, thread_name_prefix="asanoha-lost-attempts")
+            self._lost_ends.submit(self._end_killed_attempt, job, row_id, attempt, time_limit)
+
+    def _end_killed_attempt(
+        self, job: JobDef, row_id: uuid.UUID, attempt: int, time_limit: bool
+    ) -> None:
         try:
             running = self._rows.look(row_id)
-        except JobRowsUnavailable:
-            log.warning("%s %s: reading the row of an attempt past its hard time limit failed",
-                        job.qn, row_id, exc_info=True)  # fmt: skip
-            return
-        if running.state != RUNNING or running.attempt != attempt:
-            return  # it ended after all, or the row has moved on
-        limit = job_timeout(job, self._settings) + HARD_LIMIT_GRACE
-        killed: Exception = (
-            TimeLimitExceeded(
-                f"attempt {running.attempt} ran past its hard time limit ({limit:g} s); "
-                "its process was killed"
+            if running.state != RUNNING or running.attempt != attempt:
+                return  # it ended after all, or the row has moved on
+            limit = job_timeout(job, self._settings) + HARD_LIMIT_GRACE
+            lost: Exception = (
+                TimeLimitExceeded(
+                    f"attempt {attempt} ran past its hard time limit ({limit:g} s); "
+                    "its process was killed"
+                )
+                if time_limit
+                else WorkerLostError(
+                    f"the pool process running attempt {attempt} exited (killed, out of memory)"
+                )
             )
-            if time_limit
-            else WorkerLostError(
-                f"the pool process running attempt {running.attempt} exited (killed, out of memory)"
-            )
-        )
-        log.warning("%s %s: attempt %d ended with its process: %s", job.qn, row_id,
-                    running.attempt, killed)  # fmt: skip
-        try:
-            self._end_crashed(job, row_id, running, killed, give_back=False)
+            log.warning("%s %s: attempt %d ended with its process: %s", job.qn, row_id, attempt,
+                        lost)  # fmt: skip
+            self._end_crashed(job, row_id, running, lost, give_back=False)
         except Exception:
-            log.warning("%s %s: ending an attempt past its hard time limit failed", job.qn,
-                        row_id, exc_info=True)  # fmt: skip
+            # The row stays running: the message's redelivery judges it.
+            log.warning("%s %s: ending attempt %d, whose process is gone, failed", job.qn,
+                        row_id, attempt, exc_info=True)  # fmt: skip
 
     def _end_crashed(
         self,
