@@ -160,7 +160,7 @@ class AttemptRunner:
         connection drops or its ``consumer_timeout`` passes, while the pool process goes on
         running the attempt; Redis and RabbitMQ both do when the whole worker died with it.
         The one sure sign is the attempt's hard time limit: no process runs an attempt past
-        it (the pool kills it there), so until then this delivery only publishes a copy of
+        it (the prefork pool kills it there; a thread-pool worker ends it at its timeout), so until then this delivery only publishes a copy of
         itself for that moment and is acknowledged, and the attempt, alive, ends as usual;
         past it, the attempt is crashed. Deaths the worker sees itself (a pool process
         killed, the hard limit) are ended at once in its main process (``job_task``)."""
@@ -192,8 +192,9 @@ class AttemptRunner:
         return max(0.0, limit - elapsed)
 
     def _crashed(self, job: JobDef, row_id: uuid.UUID, running: Unclaimed) -> None:
-        """A redelivered attempt the row shows running: its worker died mid-run. It counts as
-        an attempt; the next one follows as an ordinary retry, or the job fails for good."""
+        """An attempt the row shows running past its hard time limit: its worker died
+        mid-run. It counts as an attempt; the next one follows as an ordinary retry, or the
+        job fails for good."""
         lost = WorkerLostError(
             f"the worker running attempt {running.attempt} was lost (killed, out of memory)"
         )
