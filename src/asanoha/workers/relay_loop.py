@@ -15,6 +15,7 @@ other than the one that opened it.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import os
 import threading
@@ -61,7 +62,7 @@ class RelayLoop:
         self._open_probe = open_probe
         self._probe: BrokerProbe | None = None
         #: Rows the last pass found without a message (see ``resend_lost_messages``).
-        self._suspected: frozenset[uuid.UUID] = frozenset()
+        self._suspected: Mapping[uuid.UUID, dt.datetime] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._database: Database | None = None

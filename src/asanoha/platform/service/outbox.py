@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -207,6 +207,10 @@ def relay_outbox(
 #: (the relay marks a batch with the start of the transaction that publishes it): rows
 #: published more recently are left out of the count a queue's depth is compared with.
 PUBLISH_SETTLE = 5.0
+#: Seconds a row must be found missing from its queue, on every relay pass, before it is sent
+#: again: a message a worker took from the queue and has not claimed yet is missing for a
+#: moment (longer while the database is slow).
+CONFIRM_LOST = 3.0
 
 #: job qn -> the queue its messages go to.
 QueueOf = Callable[[str], str]
@@ -220,9 +224,9 @@ class LostMessages:
 
     #: Rows sent again.
     sent: int
-    #: Rows whose message this pass found missing for the first time: the next pass sends
-    #: them if it finds them missing again.
-    suspected: frozenset[uuid.UUID]
+    #: Rows found missing and not sent yet, with when they were first found missing: the
+    #: next pass's ``suspected``.
+    suspected: Mapping[uuid.UUID, dt.datetime]
 
 
 def resend_lost_messages(
@@ -233,7 +237,8 @@ def resend_lost_messages(
     lost_after: float,
     queue_of: QueueOf,
     queue_depths: QueueDepths,
-    suspected: Collection[uuid.UUID] = frozenset(),
+    suspected: Mapping[uuid.UUID, dt.datetime] | None = None,
+    confirm_after: float = CONFIRM_LOST,
     limit: int,
 ) -> LostMessages:
     """Publish again the pending rows whose message the broker lost (a Redis flushed or
@@ -250,9 +255,9 @@ def resend_lost_messages(
     Only rows published more than ``lost_after`` ago may be sent again, and a copy is a new
     publish, so a row is sent again at most once per ``lost_after``. A message a worker took
     from the queue and has not claimed yet is missing from the depth for a moment; a row is
-    sent only when two passes in a row find it missing (``suspected`` carries the first
-    pass's finding to the second). The candidates are locked without skipping, so the relays
-    of a fleet take turns: the second counts after the first committed its copies.
+    sent only when every pass finds it missing for ``confirm_after`` seconds (``suspected``
+    carries what the earlier passes found). The candidates are locked without skipping, so
+    the relays of a fleet take turns: the second counts after the first committed its copies.
     """
     outbox = tables.outbox
     now = dt.datetime.now(dt.UTC)
@@ -267,7 +272,7 @@ def resend_lost_messages(
     with database.begin() as conn:
         rows = conn.execute(candidates).all()
         if not rows:
-            return LostMessages(0, frozenset())
+            return LostMessages(0, {})
         by_queue: dict[str, list[Any]] = {}
         for row in rows:
             by_queue.setdefault(queue_of(row.job_qn), []).append(row)
@@ -280,7 +285,12 @@ def resend_lost_messages(
             for queue, queued in by_queue.items()
             for row in queued[: max(0, missing.get(queue, 0))]
         ]
-        again = set(found) & set(suspected)
+        since = {row_id: (suspected or {}).get(row_id, now) for row_id in found}
+        again = {
+            row_id
+            for row_id, first in since.items()
+            if (now - first).total_seconds() >= confirm_after
+        }
         messages = [
             OutboxMessage(id=uuid.UUID(str(row.id)), job_qn=row.job_qn, attempt=row.attempt + 1)
             for row in rows
@@ -300,7 +310,9 @@ def resend_lost_messages(
             len(sent),
             ", ".join(f"{queue} holds {depth}" for queue, depth in depths.items()),
         )
-    return LostMessages(len(sent), frozenset(set(found) - again))
+    return LostMessages(
+        len(sent), {row_id: first for row_id, first in since.items() if row_id not in again}
+    )
 
 
 def _missing_messages(
