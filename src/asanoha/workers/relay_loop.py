@@ -61,7 +61,7 @@ class RelayLoop:
         #: Opens the broker connection that counts the queues, on the first pass that needs it.
         self._open_probe = open_probe
         self._probe: BrokerProbe | None = None
-        #: Rows the last pass found without a message (see ``resend_lost_messages``).
+        #: Rows the passes found without a message, and since when (``resend_lost_messages``).
         self._suspected: Mapping[uuid.UUID, dt.datetime] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
