@@ -4,19 +4,24 @@ connections get ``TCP_NODELAY``."""
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from uvicorn import Config
 
 
-def run_api_workers(import_string: str, *, host: str, port: int, workers: int) -> None:
+def run_api_workers(
+    import_string: str, *, host: str, port: int, workers: int, **server: Any
+) -> None:
     """Serve the ASGI app that the factory ``import_string`` builds from ``workers``
-    processes sharing one listening socket, until stopped (SIGINT/SIGTERM)."""
+    processes sharing one listening socket, until stopped (SIGINT/SIGTERM); ``server`` are
+    further ``uvicorn.Config`` settings."""
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    config = uvicorn.Config(import_string, factory=True, host=host, port=port, workers=workers)
+    config = uvicorn.Config(
+        import_string, factory=True, host=host, port=port, workers=workers, **server
+    )
     Multiprocess(config, sockets=[tcp_listener(config)]).run()
 
 

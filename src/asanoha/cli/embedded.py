@@ -9,7 +9,9 @@ is refused: a token printed to a production log would hold every role.
 
 from __future__ import annotations
 
+import logging
 import secrets
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,6 +22,11 @@ from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.settings import EMBEDDED_BROKER_URL
 
 DEVELOPER_ID = "developer"
+#: The loggers a Celery worker prints: the jobs' own ``ctx.log`` lines and the platform's
+#: job messages, and Celery's received / succeeded / retry / failed lines of each task.
+JOB_ACTIVITY_LOGGERS = ("asanoha.job", "asanoha.jobs", "celery.worker.strategy", "celery.app.trace")
+#: As ``celery worker`` prints its lines.
+JOB_ACTIVITY_FORMAT = "[%(asctime)s: %(levelname)s/%(name)s] %(message)s"
 
 
 def uses_embedded_broker(app: App) -> bool:
@@ -28,16 +35,27 @@ def uses_embedded_broker(app: App) -> bool:
 
 
 @contextmanager
-def embedded_worker(app: App) -> Iterator[None]:
+def embedded_worker(app: App, log_level: str = "info") -> Iterator[None]:
     """Run the application's jobs and consumers in this process while the block runs
-    (embedded broker only)."""
+    (embedded broker only), printing what they do at ``log_level`` and above."""
     if not uses_embedded_broker(app) or not (app.registry.jobs or app.consumers):
         yield
         return
+    from asanoha.platform.service.outbox import requeue_unclaimed
     from asanoha.workers.runtime import JobRuntime
 
+    show_job_activity(log_level)
+    # Messages an earlier process left in its in-process broker went with it: send their
+    # jobs again now, not after the visibility timeout.
+    with app.database.begin() as conn:
+        requeued = requeue_unclaimed(conn, app.service.tables)
     # With the relay: nothing else publishes jobs whose first publish failed.
     runtime = JobRuntime.start(app, relay=True)
+    if requeued:
+        typer.echo(
+            f"{requeued} job(s) an earlier process published but never ran: sent again.",
+            err=True,
+        )
     typer.echo(
         "Jobs and consumers run in this process (in-process broker memory://). For separate "
         "workers set ASANOHA_BROKER_URL to redis://... or amqp://... and run asanoha worker.",
@@ -47,6 +65,21 @@ def embedded_worker(app: App) -> Iterator[None]:
         yield
     finally:
         runtime.stop()
+
+
+def show_job_activity(log_level: str) -> None:
+    """Print the jobs' log lines and outcomes on stderr, as a Celery worker does (the
+    in-process worker of ``serve`` configures no logging of its own)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(JOB_ACTIVITY_FORMAT))
+    level = logging.getLevelName(log_level.upper())
+    for name in JOB_ACTIVITY_LOGGERS:
+        logger = logging.getLogger(name)
+        # Celery puts a NullHandler on its own loggers; a handler of the user's stays.
+        if all(isinstance(known, logging.NullHandler) for known in logger.handlers):
+            logger.addHandler(handler)
+            logger.setLevel(level if isinstance(level, int) else logging.INFO)
+            logger.propagate = False
 
 
 def use_process_secret(app: App) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import TYPE_CHECKING, Annotated
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,12 +21,30 @@ from asanoha.cli.schema_gate import require_current_schema
 from asanoha.cli.signing import refuse_insecure_signing
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from fastapi import FastAPI
 
-#: How ``serve --workers N`` tells its worker processes which application to load.
+#: How ``serve --workers N`` and ``serve --reload`` tell the processes they start which
+#: application to load.
 APP_VARIABLE = "ASANOHA_SERVE_APP"
-#: The import string of the factory those processes call.
+#: How ``serve --reload`` tells its server process the level of the job lines it prints.
+LOG_LEVEL_VARIABLE = "ASANOHA_SERVE_LOG_LEVEL"
+#: The import string of the factory ``serve --workers N`` processes call.
 HTTP_APP_FACTORY = "asanoha.cli.serve:http_app_from_environment"
+#: The import string of the factory the server process of ``serve --reload`` calls.
+RELOAD_APP_FACTORY = "asanoha.cli.serve:http_app_for_reload"
+
+
+class LogLevel(StrEnum):
+    """uvicorn's log levels."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
 
 
 def serve(
@@ -35,30 +54,90 @@ def serve(
     workers: Annotated[
         int, typer.Option(min=1, help="API processes (uvicorn workers) sharing the port.")
     ] = 1,
+    reload: Annotated[
+        bool,
+        typer.Option(
+            help="Restart when a Python file under the working directory changes "
+            "(development only: ASANOHA_DEVELOPMENT=true or the embedded default)."
+        ),
+    ] = False,
+    log_level: Annotated[
+        LogLevel, typer.Option(help="uvicorn's log level, and the level of the job lines.")
+    ] = LogLevel.INFO,
+    proxy_headers: Annotated[
+        bool,
+        typer.Option(
+            help="Take the client's address and scheme from X-Forwarded-For and "
+            "X-Forwarded-Proto, when the proxy is one of --forwarded-allow-ips."
+        ),
+    ] = True,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated addresses of the proxies whose forwarded headers are "
+            "trusted ('*': any). Default: $FORWARDED_ALLOW_IPS or 127.0.0.1.",
+            show_default=False,
+        ),
+    ] = None,
+    root_path: Annotated[
+        str,
+        typer.Option(
+            help="The path prefix under which a proxy serves the API (for example /api-v1)."
+        ),
+    ] = "",
 ) -> None:
     """Serve the HTTP API with uvicorn.
 
     Refuses a database whose schema is behind (run asanoha migrate); on SQLite it creates
     and upgrades the schema itself. On the in-process broker (memory://, the default) it also
-    runs the jobs. Without ASANOHA_JWT_SECRET, on the embedded default (SQLite and memory://)
-    or with ASANOHA_DEVELOPMENT=true, one worker signs with a random secret of its process and
-    prints a development token; otherwise it refuses to start, as it does for a short secret
-    or an unsupported ASANOHA_JWT_ALGORITHM.
+    runs the jobs and prints what they log and how each attempt ends. Without
+    ASANOHA_JWT_SECRET, on the embedded default (SQLite and memory://) or with
+    ASANOHA_DEVELOPMENT=true, one worker signs with a random secret of its process and prints a
+    development token; otherwise it refuses to start, as it does for a short secret or an
+    unsupported ASANOHA_JWT_ALGORITHM. `uvicorn shop:app.http` serves the same API (without
+    the jobs of the embedded default).
     """
     import uvicorn
 
     loaded = load_app(app)
+    if reload and workers > 1:
+        raise typer.BadParameter("--reload runs one server process", param_hint="--workers")
+    if reload and not (loaded.settings.development or loaded.settings.uses_embedded_default):
+        raise typer.BadParameter(
+            "--reload is for development: set ASANOHA_DEVELOPMENT=true, or run on the "
+            "embedded default (SQLite and the in-process broker)",
+            param_hint="--reload",
+        )
     # One worker replaces the placeholder with a secret of its process before the app is
     # built; several could not share it.
     minted = workers == 1 and use_process_secret(loaded)
     refuse_insecure_signing(loaded)
     require_current_schema(loaded, app)
+    server = server_options(log_level, proxy_headers, forwarded_allow_ips, root_path)
+    if reload:
+        if minted:
+            announce_development_token(loaded)
+            # The server process is started anew on every change: it signs with this secret.
+            os.environ["ASANOHA_JWT_SECRET"] = loaded.settings.jwt_secret
+        loaded.close()
+        os.environ[APP_VARIABLE] = app
+        os.environ[LOG_LEVEL_VARIABLE] = log_level.value
+        uvicorn.run(
+            RELOAD_APP_FACTORY,
+            factory=True,
+            reload=True,
+            reload_dirs=[os.getcwd()],
+            host=host,
+            port=port,
+            **server,
+        )
+        return
     api = loaded.http
     if minted:
         announce_development_token(loaded)
     if workers == 1:
-        with embedded_worker(loaded):
-            uvicorn.run(api, host=host, port=port)
+        with embedded_worker(loaded, log_level.value):
+            uvicorn.run(api, host=host, port=port, **server)
         return
     if uses_embedded_broker(loaded) and loaded.registry.jobs:
         typer.echo(
@@ -77,13 +156,52 @@ def serve(
     os.environ.setdefault(
         "PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="asanoha-api-metrics-")
     )
-    run_api_workers(HTTP_APP_FACTORY, host=host, port=port, workers=workers)
+    run_api_workers(HTTP_APP_FACTORY, host=host, port=port, workers=workers, **server)
+
+
+def server_options(
+    log_level: LogLevel, proxy_headers: bool, forwarded_allow_ips: str | None, root_path: str
+) -> dict[str, Any]:
+    """The uvicorn settings the options name (``forwarded_allow_ips`` only when given, so
+    uvicorn's own default and ``$FORWARDED_ALLOW_IPS`` hold otherwise)."""
+    options: dict[str, Any] = {
+        "log_level": log_level.value,
+        "proxy_headers": proxy_headers,
+        "root_path": root_path,
+    }
+    if forwarded_allow_ips is not None:
+        options["forwarded_allow_ips"] = forwarded_allow_ips
+    return options
 
 
 def http_app_from_environment() -> FastAPI:
     """The HTTP app of the application ``ASANOHA_SERVE_APP`` names (in a worker of
     ``serve --workers N``)."""
+    return load_app(_app_reference()).http
+
+
+#: The in-process worker of the server process ``serve --reload`` starts; it ends with the
+#: process, which the reloader stops on every change.
+_reload_workers: list[AbstractContextManager[None]] = []
+
+
+def http_app_for_reload() -> FastAPI:
+    """The HTTP app of ``ASANOHA_SERVE_APP``, in the server process that ``serve --reload``
+    starts anew on every change: it brings the SQLite schema up to date and, on the embedded
+    default, runs the jobs as ``serve`` does."""
+    reference = _app_reference()
+    loaded = load_app(reference)
+    require_current_schema(loaded, reference)
+    api = loaded.http
+    if uses_embedded_broker(loaded) and (loaded.registry.jobs or loaded.consumers):
+        worker = embedded_worker(loaded, os.environ.get(LOG_LEVEL_VARIABLE, "info"))
+        worker.__enter__()
+        _reload_workers.append(worker)
+    return api
+
+
+def _app_reference() -> str:
     reference = os.environ.get(APP_VARIABLE)
     if not reference:
-        raise RuntimeError(f"{APP_VARIABLE} is not set: start API workers with asanoha serve")
-    return load_app(reference).http
+        raise RuntimeError(f"{APP_VARIABLE} is not set: start API processes with asanoha serve")
+    return reference

@@ -110,6 +110,11 @@ class JobRuntime:
                 )
             )
             resources.callback(_wake_for_shutdown, worker)
+            if relay:
+                # Celery's test worker never sends worker_ready, which starts the relay of
+                # an ``asanoha worker``: start it here.
+                jobs.relay.start()
+                resources.callback(jobs.relay.stop)
             runtime = cls(app, resources, worker)
             resources.callback(runtime._drainer.close)
             return runtime

@@ -229,6 +229,22 @@ class LostMessages:
     suspected: Mapping[uuid.UUID, dt.datetime]
 
 
+def requeue_unclaimed(conn: Connection, tables: Tables) -> int:
+    """Make every published, unclaimed job row due for the relay at once; return how many.
+
+    For a process that starts the only broker its jobs reach (the in-process ``memory://``):
+    the messages an earlier process published there went with it, so their rows are known
+    lost and need not wait the visibility timeout that ``resend_lost_messages`` waits.
+    """
+    outbox = tables.outbox
+    result = conn.execute(
+        update(outbox)
+        .where(outbox.c.state == PENDING, outbox.c.published_at.is_not(None))
+        .values(published_at=None, relay_after=func.now())
+    )
+    return int(result.rowcount or 0)
+
+
 def resend_lost_messages(
     database: Database,
     tables: Tables,
