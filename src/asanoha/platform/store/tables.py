@@ -122,6 +122,8 @@ class Tables:
     agent_approvals: Table
     #: Who wrote each ``read_as_instruction`` field, through which entry, with which approval.
     instruction_provenance: Table
+    #: The first outcome of each idempotent write, under its key.
+    idempotency: Table
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -256,6 +258,7 @@ def build_tables(registry: Registry) -> Tables:
         entities,
         agent_approvals=_approvals_table(metadata),
         instruction_provenance=_provenance_table(metadata),
+        idempotency=_idempotency_table(metadata),
     )
 
 
@@ -315,6 +318,30 @@ def _provenance_table(metadata: MetaData) -> Table:
         table.c.id,
     )
     return table
+
+
+def _idempotency_table(metadata: MetaData) -> Table:
+    """One row per idempotency key of a caller and handler: the write's first outcome.
+
+    The row is inserted before the write runs, in the write's transaction, so a second
+    request with the key waits on the primary key until the first commits or rolls back;
+    ``status`` and ``body`` are set before the commit, so a committed row always holds an
+    outcome.
+    """
+    return Table(
+        "asanoha_idempotency",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("principal", String(64), primary_key=True),
+        Column("handler_qn", String(200), primary_key=True),
+        Column("key", String(255), primary_key=True),
+        Column("payload_digest", String(64), nullable=False),
+        Column("status", Integer, nullable=True),
+        Column("body", Json, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("expires_at", Timestamp, nullable=False),
+        Index("ix_asanoha_idempotency_expires", "expires_at"),
+    )
 
 
 def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
