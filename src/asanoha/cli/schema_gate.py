@@ -32,16 +32,17 @@ def require_current_schema(
         may_change=app.database.dialect == "sqlite",
     )
     if not upgrade.status.is_current:
-        typer.echo("The database schema is behind the code:", err=True)
         refuse_behind(upgrade.status, reference)
     return upgrade
 
 
 def refuse_behind(status: SchemaStatus, reference: str) -> NoReturn:
-    """Print what the database lacks and the command to run (on stderr), and exit 1."""
-    for problem in status.problems():
-        typer.echo(f"  - {problem}", err=True)
-    typer.echo(remedy(status, reference), err=True)
+    """Print one line on stderr, what the database lacks and the command to run, and exit 1."""
+    lacks = "; ".join(status.problems())
+    typer.echo(
+        f"error: the database schema is behind the code ({lacks}). {remedy(status, reference)}",
+        err=True,
+    )
     raise typer.Exit(1)
 
 

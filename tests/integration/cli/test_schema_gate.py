@@ -91,7 +91,7 @@ def test_mcp_refuses_a_postgres_database_that_is_behind_and_changes_nothing(
         "mcp", "--app", "shop:app", "--transport", "http", "--port", str(free_port())
     )
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "The database schema is behind the code:" in refused.stderr
+    assert "the database schema is behind the code (" in refused.stderr
     assert "entity table shop_notes does not exist" in refused.stderr
     assert "Run 'asanoha migrate --app shop:app' first." in refused.stderr
     assert table_names(project) == set()
@@ -102,7 +102,7 @@ def test_beat_refuses_a_postgres_database_that_is_behind_and_changes_nothing(
 ) -> None:
     refused = project.run("beat", "--app", "shop:app")
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "The database schema is behind the code:" in refused.stderr
+    assert "the database schema is behind the code (" in refused.stderr
     assert "Run 'asanoha migrate --app shop:app' first." in refused.stderr
     assert table_names(project) == set()
 
