@@ -11,6 +11,32 @@ from tests.browser import chromium_context
 from tests.private_redis import PrivateRedis
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--e2e",
+        choices=("include", "skip", "only"),
+        default="include",
+        help="run the end-to-end tests (marked e2e) with the others, skip them, or run only "
+        "them. scripts/test.sh runs the others on several pytest-xdist workers, then the "
+        "end-to-end tests in a serial run of their own: they start fleets of processes.",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = config.getoption("--e2e")
+    if choice == "include":
+        return
+    wanted = choice == "only"
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        is_e2e = item.get_closest_marker("e2e") is not None
+        (kept if is_e2e == wanted else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
 @pytest.fixture
 def private_redis() -> Iterator[PrivateRedis]:
     """A running private ``redis-server`` on a port of its own (stopped after the test)."""
