@@ -27,6 +27,22 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
+def sqlite_env(folder: Path, database: str) -> dict[str, str]:
+    """The environment of a README script in ``folder``: importable there, on SQLite."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(folder),
+        "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{folder / database}",
+    }
+
+
+def run_python(folder: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``folder`` with ``env``."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_quickstart_declares_calls_and_tests(tmp_path: Path) -> None:
     declare, call, tests = python_blocks()[:3]
     (tmp_path / "shop.py").write_text(declare, encoding="utf-8")
@@ -37,28 +53,12 @@ def test_quickstart_declares_calls_and_tests(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     (tmp_path / "test_shop.py").write_text(tests, encoding="utf-8")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(tmp_path),
-        "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{tmp_path / 'shop.sqlite3'}",
-    }
-    called = subprocess.run(
-        [sys.executable, "call.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = sqlite_env(tmp_path, "shop.sqlite3")
+    called = run_python(tmp_path, env, "call.py")
     assert called.returncode == 0, called.stderr
     assert called.stdout.strip() == "denied instruction_field_write_requires_high_risk"
-    tested = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shop.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    tested = run_python(
+        tmp_path, env, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shop.py"
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "2 passed" in tested.stdout
@@ -216,19 +216,8 @@ def wait_for_job_state(engine: Engine, job_qn: str, server: subprocess.Popen[byt
 def test_build_on_it_example_runs_as_written(tmp_path: Path) -> None:
     example = next(b for b in python_blocks() if b.startswith("# notes.py"))
     (tmp_path / "notes.py").write_text(example, encoding="utf-8")
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(tmp_path),
-        "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{tmp_path / 'notes.sqlite3'}",
-    }
-    ran = subprocess.run(
-        [sys.executable, "notes.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = sqlite_env(tmp_path, "notes.sqlite3")
+    ran = run_python(tmp_path, env, "notes.py")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines() == ["['Ada']", "['Bob']"]
     # The events the README describes, with the payload shapes it gives.

@@ -316,7 +316,9 @@ def test_forget_scrubs_every_event_of_a_long_stream(stack: Any) -> None:
     assert events[0].payload["data"]["title"] == "n"
 
 
-def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
+def notes_with_changed_emails(stack: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two notes whose e-mail was updated (a2@..., b2@...): the first to forget, the other
+    to keep."""
     row = create_note(stack, email="a@example.org")
     kept = create_note(stack, email="b@example.org")
     for target, email in ((row, "a2@example.org"), (kept, "b2@example.org")):
@@ -325,6 +327,11 @@ def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
             {"id": str(target["id"]), "version": 1, "changes": {"email": email}},
             ADMIN,
         )
+    return row, kept
+
+
+def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
+    row, kept = notes_with_changed_emails(stack)
     stack.http.write_ok("integrity:write:forget-note", {"id": str(row["id"])}, ADMIN)
     outbox = stack.tables.outbox
     with stack.db.connect() as conn:
@@ -341,14 +348,7 @@ def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
 
 
 def test_forget_scrubs_the_payloads_of_jobs_triggered_by_the_rows_events(stack: Any) -> None:
-    row = create_note(stack, email="a@example.org")
-    kept = create_note(stack, email="b@example.org")
-    for target, email in ((row, "a2@example.org"), (kept, "b2@example.org")):
-        stack.service.dispatch_write(
-            f"{NOTE}:update",
-            {"id": str(target["id"]), "version": 1, "changes": {"email": email}},
-            ADMIN,
-        )
+    row, _kept = notes_with_changed_emails(stack)
     # The job-trigger consumer enqueues "note-event" with each update event's payload.
     stack.consumers.run_once()
     outbox = stack.tables.outbox
