@@ -80,6 +80,7 @@ class App:
             publisher=publisher,
             approval_key=approval_key(approval_secret) if approval_secret else None,
             operator_tenant=self.settings.operator_tenant,
+            idempotency_ttl=self.settings.idempotency_ttl,
         )
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(self.service)

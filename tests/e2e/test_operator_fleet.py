@@ -37,6 +37,10 @@ APP = "tests.e2e.fleet_app:app"
 WRITE = "fleetops:write:order:create"
 CONFIRM, FLAKY, TICK = "fleetops:job:confirm", "fleetops:job:flaky", "fleetops:job:tick"
 FLOWER_USER = "ops"
+#: Seconds five processes (API, two workers, Flower, then beat) may take to start and see each
+#: other: each imports the application, and on a loaded machine that alone can take seconds.
+#: A bound, not a guess of the machine's speed; the waits return as soon as it is so.
+FLEET_START = 180
 
 
 def free_port() -> int:
@@ -145,9 +149,12 @@ def schedule_a_missed_tick(app: App, path: Path, job_qn: str) -> None:
         scheduler.close()
 
 
-def wait_until(check: Callable[[], Any], what: str, fleet: Fleet) -> Any:
-    """Poll ``check`` until it returns something true (the work happens in other processes)."""
-    deadline = time.monotonic() + STEP_TIMEOUT
+def wait_until(
+    check: Callable[[], Any], what: str, fleet: Fleet, within: float = STEP_TIMEOUT
+) -> Any:
+    """Poll ``check`` until it returns something true (the work happens in other processes),
+    for at most ``within`` seconds."""
+    deadline = time.monotonic() + within
     while True:
         try:
             found = check()
@@ -155,8 +162,12 @@ def wait_until(check: Callable[[], Any], what: str, fleet: Fleet) -> Any:
             found = None  # not listening yet
         if found:
             return found
+        # A process that exited will not make it so: fail now, not at the bound.
+        exited = {name: p.returncode for name, p in fleet.processes.items() if p.poll() is not None}
+        if exited:
+            raise AssertionError(f"exited {exited} before: {what}\n{fleet.logs()}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {STEP_TIMEOUT} s: {what}\n{fleet.logs()}")
+            raise AssertionError(f"not within {within:g} s: {what}\n{fleet.logs()}")
         time.sleep(0.2)
 
 
@@ -243,9 +254,12 @@ def test_an_operator_fleet_runs_traces_and_stops_a_writes_jobs_and_a_cron_job(fl
         online = samples(f"{flower}/metrics", "flower_worker_online")
         return {labels["worker"] for labels, value in online if value == 1} >= set(names)
 
-    wait_until(flower_sees_both_workers, "Flower sees both workers online", processes)
+    wait_until(flower_sees_both_workers, "Flower sees both workers online", processes, FLEET_START)
     wait_until(
-        lambda: httpx.get(f"{api}/health", timeout=1).is_success, "the API answers", processes
+        lambda: httpx.get(f"{api}/health", timeout=5).is_success,
+        "the API answers",
+        processes,
+        FLEET_START,
     )
     # Beat starts last: the tick it runs at once is then in Flower as well.
     processes.start(
@@ -295,7 +309,10 @@ def test_an_operator_fleet_runs_traces_and_stops_a_writes_jobs_and_a_cron_job(fl
         )
         return rows if done else None
 
-    rows = wait_until(all_finished, "both jobs of the write and the cron job succeed", processes)
+    # Beat has only just started: its import is part of the wait.
+    rows = wait_until(
+        all_finished, "both jobs of the write and the cron job succeed", processes, FLEET_START
+    )
     runs = app.service.tables.job_runs
     with app.database.connect() as conn:
         flaky_runs = conn.execute(

@@ -22,6 +22,7 @@ from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import AgentTool, find_agent_tool, list_agent_tools
 from asanoha.platform.service import RequestMeta, Service
+from asanoha.platform.service.idempotency import IDEMPOTENCY_META_KEY
 from asanoha.platform.service.instruction_reads import InstructionReads
 
 #: Request ``_meta`` key of a tool call carrying a human's approval token.
@@ -70,10 +71,11 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
             # Not listed for this caller: answer as if it did not exist.
             return error_result(NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=params.name))
         token = meta.get(APPROVAL_META_KEY)
+        key = meta.get(IDEMPOTENCY_META_KEY)
         arguments = params.arguments or {}
         try:
             return await anyio.to_thread.run_sync(
-                lambda: _dispatch(service, tool, arguments, user, token, tool_call)
+                lambda: _dispatch(service, tool, arguments, user, token, tool_call, key)
             )
         except AsanohaError as error:
             return error_result(error, tool_call)
@@ -97,6 +99,7 @@ def _dispatch(
     user: SessionUser,
     token: Any,
     tool_call: str | None,
+    idempotency_key: Any = None,
 ) -> types.CallToolResult:
     meta = RequestMeta(causation_id=f"mcp:{tool_call}" if tool_call else None)
     # Queries and writes alike hand rows to their handler; what they read or wrote of a
@@ -110,6 +113,8 @@ def _dispatch(
             meta=meta,
             approval=token if isinstance(token, str) else None,
             reads=reads,
+            # Checked there: a key that is not a string is refused, not ignored.
+            idempotency_key=idempotency_key,
         )
     else:
         data = service.dispatch_query(tool.name, arguments, user, meta=meta, reads=reads)

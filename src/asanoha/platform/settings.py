@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     #: Items a ``POST /api/batch`` may hold: one transaction runs them all, and a batch that
     #: outlasts its client's timeout is committed while the client thinks it failed.
     max_batch_items: int = Field(default=100, ge=1)
+    #: Seconds the first outcome of an idempotent write is kept under its key.
+    idempotency_ttl: int = Field(default=86400, ge=1)
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)

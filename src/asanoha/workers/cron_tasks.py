@@ -8,6 +8,7 @@ from celery import Celery
 
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service import Service
+from asanoha.platform.service.idempotency import prune_expired
 from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.platform.settings import Settings
 from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME
@@ -28,5 +29,7 @@ def register_cron_tasks(celery: Celery, service: Service, settings: Settings) ->
         days = settings.job_retention_days
         with service.database.begin() as conn:
             deleted = prune_job_rows(conn, service.tables, days)
+            keys = prune_expired(conn, service.tables)
         log.info("pruned %d finished job rows older than %g days", deleted, days)
+        log.info("pruned %d idempotency keys older than ASANOHA_IDEMPOTENCY_TTL", keys)
         return deleted

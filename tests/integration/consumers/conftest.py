@@ -23,6 +23,9 @@ ADMIN = Access(roles=["Admin"])
 Handler = Callable[[StoredEvent, ConsumerContext], None]
 #: Attempts at a failing event one after the other (what most tests here want).
 NO_BACKOFF = Backoff.fixed(0)
+#: Seconds of a drain that must run out, but only after a consumer pass started (or finished)
+#: in it: a bound generous enough for a loaded machine, not a guess of its speed.
+EXPIRING_DRAIN = 5
 
 
 class Posted(BaseModel):

@@ -12,7 +12,7 @@ import pytest
 from asanoha import Backoff
 from asanoha.platform.consumers import ConsumerDeadError, ConsumerDrainTimeoutError
 from asanoha.platform.store import StoredEvent
-from tests.integration.consumers.conftest import append, ledger
+from tests.integration.consumers.conftest import EXPIRING_DRAIN, append, ledger
 
 FOLLOW = "ledger:consumer:follow"
 
@@ -64,7 +64,7 @@ def test_a_failing_event_is_not_tried_again_before_its_backoff_and_status_says_w
     # A drain counts it as pending, says when it tries again, and does not spin meanwhile.
     passes = CountedRuns(stack.app.consumers)
     with pytest.raises(ConsumerDrainTimeoutError) as raised:
-        stack.drain(timeout=1)
+        stack.drain(timeout=EXPIRING_DRAIN)
     message = str(raised.value)
     assert f"{FOLLOW} (lag 1; next attempt in 3" in message
     assert "ConnectionError: the partner's API is down" in message

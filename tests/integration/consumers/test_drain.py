@@ -10,7 +10,7 @@ import pytest
 from asanoha.platform.consumers import ConsumerContext, ConsumerDrainTimeoutError
 from asanoha.platform.store import StoredEvent
 from asanoha.workers import DrainTimeoutError
-from tests.integration.consumers.conftest import append, ledger
+from tests.integration.consumers.conftest import EXPIRING_DRAIN, append, ledger
 
 FOLLOW = "ledger:consumer:follow"
 
@@ -37,7 +37,7 @@ def test_a_consumer_only_drain_returns_at_its_deadline_and_names_the_pass_still_
     append(stack, "s")
     try:
         with pytest.raises(ConsumerDrainTimeoutError) as raised:
-            stack.drain(timeout=0.5)
+            stack.drain(timeout=EXPIRING_DRAIN)
         # It did not wait for the pass.
         assert handler.started.is_set() and not handler.finished.is_set()
     finally:
@@ -59,7 +59,7 @@ def test_a_drain_with_jobs_names_the_consumer_pass_still_running(asanoha_stack):
     append(stack, "s")
     try:
         with pytest.raises(DrainTimeoutError) as raised:
-            stack.drain(timeout=0.5)
+            stack.drain(timeout=EXPIRING_DRAIN)
         assert handler.started.is_set() and not handler.finished.is_set()
     finally:
         handler.release.set()

@@ -14,7 +14,7 @@ from sqlalchemy.pool import NullPool
 from asanoha.platform.consumers import ConsumerContext, ConsumerDeadError
 from asanoha.platform.errors import ConflictError, NotFoundError
 from asanoha.platform.store import StoredEvent
-from tests.integration.consumers.conftest import append, ledger
+from tests.integration.consumers.conftest import EXPIRING_DRAIN, append, ledger
 
 FOLLOW = "ledger:consumer:follow"
 
@@ -169,7 +169,7 @@ def test_a_drain_timeout_lists_consumers_behind_with_their_lag(consumer_stack):
     append(stack, "s", 1)
     append(stack, "s", 2)
     with pytest.raises(AssertionError) as raised:
-        stack.drain(timeout=0.3)
+        stack.drain(timeout=EXPIRING_DRAIN)
     assert f"consumers behind: {FOLLOW} (lag 2; stopped at event " in str(raised.value)
     assert "ValueError: cannot book n=1" in str(raised.value)
 

@@ -20,6 +20,7 @@ from asanoha.platform.store import StoredEvent
 from asanoha.testing import TestUsers
 from asanoha.workers import DrainTimeoutError
 from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
+from tests.integration.consumers.conftest import EXPIRING_DRAIN
 
 #: No consumer driver besides drain(): no wake-up task, no worker tick.
 NO_DRIVER = {"consumer_wake": False, "consumer_tick_interval": 0}
@@ -174,7 +175,7 @@ def test_a_drain_timeout_with_jobs_lists_the_consumers_behind(asanoha_stack):
     stack = asanoha_stack(features=[_stuck(1_000_000)], jobs=True, settings=NO_DRIVER)
     stack.http.write_ok("wake:write:ring", {"n": 1}, TestUsers.admin)
     with pytest.raises(DrainTimeoutError) as raised:
-        stack.drain(timeout=0.5)
+        stack.drain(timeout=EXPIRING_DRAIN)
     assert "consumers behind: wake:consumer:refuse (lag 1; stopped at event" in str(raised.value)
     assert "LookupError: no mailbox for event" in str(raised.value)
 

@@ -116,8 +116,10 @@ def test_a_retry_waiting_for_its_countdown_is_pending_work(jobs_stack):
 
     stack = jobs_stack([feature])
     stack.dispatch_job("waiting:job:later", {})
+    # Long enough for the first attempt and the retry's reservation on a loaded machine,
+    # well short of the countdown.
     with pytest.raises(DrainTimeoutError) as raised:
-        stack.drain(timeout=1.0)
+        stack.drain(timeout=5)
     pending = raised.value.pending
     assert pending.reserved == 1
     assert sum(pending.queued.values()) == 0
@@ -126,16 +128,19 @@ def test_a_retry_waiting_for_its_countdown_is_pending_work(jobs_stack):
 
 def test_drain_times_out_naming_what_is_pending_then_settles(jobs_stack):
     feature = Feature("slow")
-    release = threading.Event()
+    started, release = threading.Event(), threading.Event()
 
     @feature.job("blocked", manual=True)
     def blocked(payload: dict[str, Any], ctx: Any) -> None:
-        release.wait(30)
+        started.set()
+        release.wait(60)
 
     stack = jobs_stack([feature])
     stack.dispatch_job("slow:job:blocked", {})
+    # The attempt runs (and stays) before the drain starts: what it finds pending is known.
+    assert started.wait(30), "the worker did not start the job"
     with pytest.raises(DrainTimeoutError, match="reserved by workers 1"):
-        stack.drain(timeout=0.5)
+        stack.drain(timeout=2)
     # The job row says the attempt runs; its run row is written when it ends.
     (row,) = job_rows(stack)
     assert (row.state, row.attempt, row.finished_at) == ("running", 1, None)

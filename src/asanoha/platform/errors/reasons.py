@@ -10,6 +10,7 @@ class Reasons(StrEnum):
     VALIDATION_FAILED = "validation_failed"
     MALFORMED_JSON = "malformed_json"
     JSON_TOO_DEEP = "json_too_deep"
+    IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
     # 401
     TOKEN_MISSING = "token_missing"
     TOKEN_EXPIRED = "token_expired"
@@ -40,11 +41,14 @@ class Reasons(StrEnum):
     CONSUMER_NOT_STOPPED = "consumer_not_stopped"
     JOB_NOT_FAILED = "job_not_failed"
     TRANSACTION_CONFLICT = "transaction_conflict"
+    IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"
     # 422
     UNPROCESSABLE = "unprocessable"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    INVALID_TRANSITION = "invalid_transition"
     # 429
     RATE_LIMITED = "rate_limited"
     # 500
@@ -53,6 +57,7 @@ class Reasons(StrEnum):
     # 503
     DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
     SERVICE_UNAVAILABLE = "service_unavailable"
+    RATE_LIMIT_UNAVAILABLE = "rate_limit_unavailable"
     # agents (MCP approvals)
     AGENT_APPROVAL_REQUIRED = "agent.approval_required"
     AGENT_APPROVAL_INVALID = "agent.approval_invalid"

@@ -16,9 +16,10 @@ from starlette.requests import Request
 
 from asanoha.platform.errors import PayloadTooLargeError, Reasons, ValidationError
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
-from asanoha.platform.http.routes import json_endpoint, request_meta
+from asanoha.platform.http.routes import json_endpoint, replay_of, request_meta
 from asanoha.platform.http.wire import ErrorEnvelope, SuccessEnvelope
 from asanoha.platform.model import SessionUser
+from asanoha.platform.service.idempotency import IDEMPOTENCY_HEADER
 from asanoha.platform.service.validation import field_errors
 
 if TYPE_CHECKING:
@@ -81,7 +82,13 @@ def add_batch_route(
         check_batch_size(body, max_items)
         batch = parse_batch(body, model)
         items = [(item.qn, item.payload) for item in batch.items]
-        return service.dispatch_batch(items, user, meta=request_meta(request))
+        return service.dispatch_batch(
+            items,
+            user,
+            meta=request_meta(request),
+            idempotency_key=request.headers.get(IDEMPOTENCY_HEADER),
+            replay=replay_of(request),
+        )
 
     api.add_api_route(
         "/api/batch",

@@ -25,6 +25,7 @@ from asanoha.platform.http.wire import (
 )
 from asanoha.platform.model import HandlerDef, SessionUser, resolve_agent_exposure
 from asanoha.platform.service import RequestMeta
+from asanoha.platform.service.idempotency import IDEMPOTENCY_HEADER, REPLAYED_HEADER, Replay
 
 if TYPE_CHECKING:
     from asanoha.platform.http.parts import HttpParts
@@ -38,6 +39,22 @@ def request_meta(request: Request) -> RequestMeta:
     """The request and correlation ids of ``request``, for event metadata and job headers."""
     request_id, correlation_id = request_ids_of(request)
     return RequestMeta(request_id=request_id, correlation_id=correlation_id)
+
+
+def replay_of(request: Request) -> Replay:
+    """Where the service notes that it answered ``request`` with a stored outcome (an
+    idempotent repeat); the endpoint reads it to send ``Idempotent-Replayed``."""
+    replay = Replay()
+    request.state.replay = replay
+    return replay
+
+
+def mark_replayed(request: Request, response: Response) -> Response:
+    """``Idempotent-Replayed: true`` on the answer to a repeat."""
+    replay = getattr(request.state, "replay", None)
+    if isinstance(replay, Replay) and replay.replayed:
+        response.headers[REPLAYED_HEADER] = "true"
+    return response
 
 
 def json_endpoint(app: HttpParts, call: Call, *, allow_anonymous: bool = False) -> Endpoint:
@@ -58,10 +75,10 @@ def json_endpoint(app: HttpParts, call: Call, *, allow_anonymous: bool = False) 
             )
             result = await run_in_threadpool(call, request, user, body)
         except AsanohaError as error:
-            return error_response(request, error)
+            return mark_replayed(request, error_response(request, error))
         except Exception as exc:
             return internal_error_response(request, exc, development=settings.development)
-        return success_response(result)
+        return mark_replayed(request, success_response(result))
 
     return endpoint
 
@@ -80,7 +97,15 @@ def handler_call(app: HttpParts, handler: HandlerDef) -> Call:
             return service.dispatch_query(handler.qn, body, user, meta=meta)
         # An agent principal's high-risk write runs only with a human's approval token.
         approval = request.headers.get(APPROVAL_HEADER)
-        return service.dispatch_write(handler.qn, body, user, meta=meta, approval=approval)
+        return service.dispatch_write(
+            handler.qn,
+            body,
+            user,
+            meta=meta,
+            approval=approval,
+            idempotency_key=request.headers.get(IDEMPOTENCY_HEADER),
+            replay=replay_of(request),
+        )
 
     return call
 

@@ -38,8 +38,8 @@ from asanoha.platform.model import (
     resolve_agent_exposure,
     to_kebab,
 )
-from asanoha.platform.service import gates, outbox
-from asanoha.platform.service.approvals import Approvals, ApprovalSigner
+from asanoha.platform.service import gates, idempotency, outbox
+from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payload_digest
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
@@ -89,8 +89,11 @@ class Service:
         publisher: OutboxPublisher | None = None,
         approval_key: bytes | None = None,
         operator_tenant: str | None = None,
+        idempotency_ttl: float = 86400.0,
     ) -> None:
         self.registry = registry
+        #: Seconds an idempotent write's outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
+        self.idempotency_ttl = idempotency_ttl
         #: The tenant that operates the whole application (``ASANOHA_OPERATOR_TENANT``).
         self.operator_tenant = operator_tenant
         self.database = database
@@ -119,6 +122,8 @@ class Service:
         acting: Acting | None = None,
         approval: str | None = None,
         reads: InstructionReads | None = None,
+        idempotency_key: str | None = None,
+        replay: idempotency.Replay | None = None,
     ) -> Any:
         """Run the write handler ``qn`` for ``user`` and return its data.
 
@@ -129,21 +134,42 @@ class Service:
         collector. ``approval`` is a human's approval token, which an agent principal needs
         for a high-risk handler (a nested write never asks: its entry handler decides the
         gates). ``reads`` collects the instruction fields the call reads and returns.
+
+        With ``idempotency_key`` the first outcome (data or a 4xx refusal) is stored under
+        the key in the write's transaction, and a repeat with the same payload answers it
+        again without writing (``replay.replayed`` tells the caller); see ``idempotency``.
         """
+        if idempotency_key is not None:
+            idempotency_key = idempotency.check_key(idempotency_key)
         if parent is not None:
             handler, model = self._admit(qn, "write", payload, user)
-            return self._run_nested(parent, handler, model, user)
+            key = self._key_of(idempotency_key, handler.qn, user, payload_digest(model))
+            return self._run_nested(parent, handler, model, user, key, replay)
         # What counted_write does, inline: a top-level write is the hottest path there is.
+        refused: AsanohaError | None = None
         try:
             handler, model = self._admit(qn, "write", payload, user)
+            key = self._key_of(idempotency_key, handler.qn, user, payload_digest(model))
             with self.database.begin() as conn:
+                stored = self._claim(conn, key, replay)
+                if stored is not None:
+                    return stored.answer()
                 request = self._open(conn, "write", handler, user, meta, origin)
                 request.acting = acting
                 request.reads = reads
-                request.approval_id = self.approvals.require(
-                    conn, handler, model, user, approval, request.request_id
-                )
-                result = self._run_write(request, handler, model, user)
+
+                def run() -> Any:
+                    request.approval_id = self.approvals.require(
+                        conn, handler, model, user, approval, request.request_id
+                    )
+                    return self._run_write(request, handler, model, user)
+
+                if key is None:
+                    result = run()
+                else:
+                    result, refused = self._run_keyed(conn, [request], key, run)
+            if refused is not None:
+                raise refused
         except AsanohaError as error:
             count_failed_write(qn, error)
             raise
@@ -160,38 +186,129 @@ class Service:
         user: SessionUser,
         *,
         meta: RequestMeta | None = None,
+        idempotency_key: str | None = None,
+        replay: idempotency.Replay | None = None,
     ) -> list[Any]:
         """Run several writes in one transaction; each item is its own entry handler.
 
         The first failure rolls back every item and is raised with ``details["index"]``.
+        ``idempotency_key`` keeps the batch's first outcome as ``dispatch_write`` does; the
+        digest covers every item's handler and payload.
         """
+        key: idempotency.IdempotencyKey | None = None
+        if idempotency_key is not None:
+            digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
+            key = self._key_of(
+                idempotency.check_key(idempotency_key), idempotency.BATCH_SCOPE, user, digest
+            )
         results: list[Any] = []
-        root: Request | None = None
+        holder: list[Request] = []
+        refused: AsanohaError | None = None
         with self.database.begin() as conn:
-            for index, (qn, payload) in enumerate(items):
-                try:
-                    handler, model = self._admit(qn, "write", payload, user)
-                    if root is None:
-                        root = self._open(conn, "write", handler, user, meta, None)
-                        request = root
-                    else:
-                        entry = self._entry_of(handler)
-                        request = root.with_entry(
-                            entry,
-                            WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
-                        )
-                    # A batch carries no approval tokens: an agent's high-risk item is refused.
-                    self.approvals.require(conn, handler, model, user, None, request.request_id)
-                    results.append(self._run_write(request, handler, model, user))
-                except AsanohaError as error:
-                    error.details["index"] = index
-                    count_failed_write(qn, error)
-                    raise
+            stored = self._claim(conn, key, replay)
+            if stored is not None:
+                answer: list[Any] = stored.answer()
+                return answer
+
+            def run() -> list[Any]:
+                self._run_batch_items(conn, items, user, meta, results, holder)
+                return results
+
+            if key is None:
+                run()
+            else:
+                _, refused = self._run_keyed(conn, holder, key, run)
+        if refused is not None:
+            raise refused
         for qn, _ in items:
             count_write(qn, "ok")
-        if root is not None:
-            self.after_commit(root)
+        if holder:
+            self.after_commit(holder[0])
         return results
+
+    def _run_batch_items(
+        self,
+        conn: Connection,
+        items: Sequence[tuple[str, Any]],
+        user: SessionUser,
+        meta: RequestMeta | None,
+        results: list[Any],
+        holder: list[Request],
+    ) -> None:
+        """The items of a batch in order; ``holder`` gets the root request when one opens."""
+        for index, (qn, payload) in enumerate(items):
+            try:
+                handler, model = self._admit(qn, "write", payload, user)
+                if not holder:
+                    holder.append(self._open(conn, "write", handler, user, meta, None))
+                    request = holder[0]
+                else:
+                    entry = self._entry_of(handler)
+                    request = holder[0].with_entry(
+                        entry,
+                        WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
+                    )
+                # A batch carries no approval tokens: an agent's high-risk item is refused.
+                self.approvals.require(conn, handler, model, user, None, request.request_id)
+                results.append(self._run_write(request, handler, model, user))
+            except AsanohaError as error:
+                error.details["index"] = index
+                count_failed_write(qn, error)
+                raise
+
+    # -- idempotency ------------------------------------------------------------------------
+
+    def _key_of(
+        self, key: str | None, handler_qn: str, user: SessionUser, digest: str
+    ) -> idempotency.IdempotencyKey | None:
+        if key is None:
+            return None
+        return idempotency.IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest)
+
+    def _claim(
+        self,
+        conn: Connection,
+        key: idempotency.IdempotencyKey | None,
+        replay: idempotency.Replay | None,
+    ) -> idempotency.Outcome | None:
+        """The stored outcome of ``key`` (noted in ``replay``), or ``None``: run the write."""
+        if key is None:
+            return None
+        stored = idempotency.claim(
+            conn, self.database.backend, self.tables, key, self.idempotency_ttl
+        )
+        if stored is not None and replay is not None:
+            replay.replayed = True
+        return stored
+
+    def _run_keyed(
+        self,
+        conn: Connection,
+        requests: list[Request],
+        key: idempotency.IdempotencyKey,
+        run: Callable[[], Any],
+    ) -> tuple[Any, AsanohaError | None]:
+        """Run the write of a claimed key in a savepoint and store its outcome on the key.
+
+        A refusal (4xx) undoes the write but not the key row, which then keeps the refusal:
+        the transaction commits, and the caller raises the returned error after the commit.
+        Anything else propagates and rolls back the key row with the write.
+        """
+        savepoint = conn.begin_nested()
+        try:
+            result = run()
+        except AsanohaError as error:
+            savepoint.rollback()
+            if not idempotency.is_storable(error):
+                raise
+            for request in requests:
+                # Nothing of the undone write is published or told to listeners.
+                request.undo_to((0, 0))
+            idempotency.record(conn, self.tables, key, idempotency.Outcome.of_error(error))
+            return None, error
+        savepoint.commit()
+        idempotency.record(conn, self.tables, key, idempotency.Outcome.of_result(result))
+        return result, None
 
     @contextmanager
     def unit_of_work(
@@ -238,20 +355,39 @@ class Service:
                     log.warning("commit listener %r failed", listener, exc_info=True)
 
     def _run_nested(
-        self, parent: Request, handler: HandlerDef, model: pydantic.BaseModel, user: SessionUser
+        self,
+        parent: Request,
+        handler: HandlerDef,
+        model: pydantic.BaseModel,
+        user: SessionUser,
+        key: idempotency.IdempotencyKey | None = None,
+        replay: idempotency.Replay | None = None,
     ) -> Any:
         gates.check_write_allowed(parent, handler)
         # A job's or consumer's unit of work has no entry handler: what it dispatches is.
         request = parent if parent.entry is not None else parent.with_entry(self._entry_of(handler))
+        stored = self._claim(request.conn, key, replay)
+        if stored is not None:
+            return stored.answer()
         mark = request.mark()
         savepoint = request.conn.begin_nested()
         try:
             result = self._run_write(request, handler, model, user)
-        except BaseException:
+        except BaseException as error:
             savepoint.rollback()
             request.undo_to(mark)
+            if (
+                key is not None
+                and isinstance(error, AsanohaError)
+                and idempotency.is_storable(error)
+            ):
+                outcome = idempotency.Outcome.of_error(error)
+                idempotency.record(request.conn, self.tables, key, outcome)
             raise
         savepoint.commit()
+        if key is not None:
+            outcome = idempotency.Outcome.of_result(result)
+            idempotency.record(request.conn, self.tables, key, outcome)
         return result
 
     def _run_write(

@@ -91,13 +91,16 @@ class WriteContext(QueryContext):
             self._request, name, self.user, feature=self.handler.feature, caller=self.handler.qn
         )
 
-    def write(self, qn: str, payload: Any) -> Any:
+    def write(self, qn: str, payload: Any, *, idempotency_key: str | None = None) -> Any:
         """Run another write handler as the same caller, in this transaction (a savepoint).
 
         The entry handler stays the one the caller invoked, so a low-risk handler cannot reach
-        a gated operation by delegating to a high-risk one.
+        a gated operation by delegating to a high-risk one. ``idempotency_key``: a repeat
+        with the same key and payload answers the first outcome and writes nothing.
         """
-        return self._service.dispatch_write(qn, payload, self.user, parent=self._request)
+        return self._service.dispatch_write(
+            qn, payload, self.user, parent=self._request, idempotency_key=idempotency_key
+        )
 
     def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Like ``write``, as ``user``: the caller's tenant with a subset of the caller's roles,
