@@ -54,3 +54,27 @@ def crash(payload: Place, ctx: WriteContext) -> Any:
     """Write an order, then fail unexpectedly (a 500)."""
     ctx.entity("order").create({"title": payload.title})
     raise RuntimeError("the application broke")
+
+
+STATES = ("draft", "review", "published")
+article = Entity(
+    table="contract_articles",
+    fields={
+        "title": fields.text(personal=False, reason="fixture"),
+        "status": fields.select(STATES, default="draft"),
+    },
+    transitions={"status": {"draft": ["review"], "review": ["draft", "published"]}},
+)
+contracts.crud("article", article, write=ADMIN, read=ADMIN)
+
+
+class SetStatus(BaseModel):
+    status: str
+
+
+@contracts.write_handler(
+    "import-article", access=ADMIN, skip_transition_guard="imports keep the source's state"
+)
+def import_article(payload: SetStatus, ctx: WriteContext) -> Any:
+    """Create an article in any state."""
+    return ctx.entity("article").create({"status": payload.status})

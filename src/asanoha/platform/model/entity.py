@@ -6,7 +6,7 @@ import datetime as dt
 import decimal
 import functools
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -25,6 +25,7 @@ from pydantic import Field as PydanticField
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
+from asanoha.platform.model.transitions import check_transitions
 
 #: Columns every entity table has; field names may not shadow them.
 BASE_COLUMNS = frozenset(
@@ -117,11 +118,15 @@ class Entity:
     fields: Mapping[str, Field]
     soft_delete: bool = False
     unique: tuple[tuple[str, ...], ...] = field(default=())
+    #: field -> state -> the states a row may move to (see ``model.transitions``).
+    transitions: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_table_name(self.table)
         for name, declared in self.fields.items():
             check_field(self, name, declared)
+        frozen = check_transitions(self.table, self.fields, self.transitions)
+        object.__setattr__(self, "transitions", frozen)
         for index in self.unique:
             unknown = [name for name in index if name not in self.fields]
             if unknown:

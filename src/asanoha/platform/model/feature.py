@@ -157,6 +157,7 @@ class Feature:
         identity_switch: str | None = None,
         system_identity: str | None = None,
         raw_sql: str | None = None,
+        skip_transition_guard: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
 
@@ -164,6 +165,8 @@ class Feature:
         roles; ``identity_switch="<reason>"`` lifts that, ``system_identity="<reason>"`` lets
         it act as the tenant's system user. ``raw_sql="<reason>"`` gives it ``ctx.sql``: SQL
         on its own tables in the write's transaction (never on entity or platform tables).
+        ``skip_transition_guard="<reason>"``: its entity writes may move a field outside the
+        entity's declared ``transitions`` (a repair, an import).
         """
         qn = make_qn(self.name, "write", name)
         return self._handler(
@@ -176,6 +179,7 @@ class Feature:
             identity_switch=_reason_or_none(identity_switch, qn, "identity_switch"),
             system_identity=_reason_or_none(system_identity, qn, "system_identity"),
             raw_sql=_raw_sql(raw_sql, qn),
+            skip_transition_guard=_skip_transition_guard(skip_transition_guard, qn),
         )
 
     def query_handler(
@@ -208,6 +212,7 @@ class Feature:
         identity_switch: str | None = None,
         system_identity: str | None = None,
         raw_sql: str | None = None,
+        skip_transition_guard: str | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
@@ -228,6 +233,7 @@ class Feature:
                     identity_switch=identity_switch,
                     system_identity=system_identity,
                     raw_sql=raw_sql,
+                    skip_transition_guard=skip_transition_guard,
                 )
             )
             return func
@@ -426,6 +432,17 @@ def _reason_or_none(reason: str | None, qn: str, option: str) -> str | None:
         return None
     if not isinstance(reason, str) or not reason.strip():
         raise DefinitionError(f"{qn}: {option}= needs a non-blank reason (why it may switch)")
+    return reason
+
+
+def _skip_transition_guard(reason: str | None, qn: str) -> str | None:
+    if reason is None:
+        return None
+    if not isinstance(reason, str) or not reason.strip():
+        raise DefinitionError(
+            f"{qn}: skip_transition_guard= needs a non-blank reason: why its writes may move "
+            "a field outside the entity's transitions (or leave it out)"
+        )
     return reason
 
 

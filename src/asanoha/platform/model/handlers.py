@@ -79,6 +79,9 @@ class HandlerDef:
     #: Why the handler runs SQL of its own (``ctx.sql``, on its own tables only); ``None``:
     #: it has no SQL access.
     raw_sql: str | None = None
+    #: Why the handler's entity writes may move a field outside its declared transitions;
+    #: ``None``: every move is checked.
+    skip_transition_guard: str | None = None
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses

@@ -29,6 +29,7 @@ from asanoha.platform.errors import (
 )
 from asanoha.platform.model import EntityDef, SessionUser
 from asanoha.platform.model.crud import MAX_LIST_OFFSET
+from asanoha.platform.model.transitions import check_move
 from asanoha.platform.service import gates, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
@@ -279,6 +280,7 @@ class EntityExecutor(EntityReader):
                 values[name] = default() if callable(default) else default
         values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
         self._check_write_gates("create", values)
+        self._check_transitions(None, values)
         return self._record(  # type: ignore[return-value]
             str(stream_id),
             0,
@@ -311,6 +313,7 @@ class EntityExecutor(EntityReader):
             )
         values = self._run_pre_save(values, row, is_new=False, model=model)
         self._check_write_gates("update", values)
+        self._check_transitions(row, values)
         return self._record(  # type: ignore[return-value]
             str(row["id"]),
             row["version"],
@@ -385,6 +388,18 @@ class EntityExecutor(EntityReader):
                     fields=field_errors(error),
                 ) from None
         return values
+
+    @functools.cached_property
+    def _moves_freely(self) -> bool:
+        handler = self._service.registry.find_handler(self._handler_qn)
+        return handler is not None and handler.skip_transition_guard is not None
+
+    def _check_transitions(self, previous: Row | None, values: Mapping[str, Any]) -> None:
+        """The entity's declared transitions, before the event is appended; skipped for a
+        handler that declares ``skip_transition_guard``."""
+        transitions = self.entity_def.entity.transitions
+        if transitions and not self._moves_freely:
+            check_move(self.entity_def.key, transitions, previous, values)
 
     def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
         gates.check_public_intake(self._request, self.entity_def, values.keys())
