@@ -18,6 +18,7 @@ from asanoha.platform.schema import (
 )
 from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.service.approvals import approval_key
+from asanoha.platform.service.jobs import Jobs
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, StoredEvent
 
@@ -81,11 +82,24 @@ class App:
             approval_key=approval_key(approval_secret) if approval_secret else None,
             operator_tenant=self.settings.operator_tenant,
             idempotency_ttl=self.settings.idempotency_ttl,
+            broker_hold=self._broker_hold,
         )
+        #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
+        self.jobs = Jobs(self.service, self.settings.default_tenant)
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(self.service)
         if self.consumers and self.settings.consumer_wake and publish_jobs:
             self.service.add_commit_listener(self._wake_consumers)
+
+    def _broker_hold(self, job_qn: str) -> float:
+        """The longest countdown the broker may hold for ``job_qn`` (see ``retry_policy``)."""
+        job = self.registry.job(job_qn)
+        if job is None:
+            return 0.0
+        # Imported here: only a process that publishes jobs (and so imports Celery) asks.
+        from asanoha.workers.retry_policy import broker_countdown_limit
+
+        return broker_countdown_limit(job, self.settings)
 
     def _wake_consumers(self, events: Sequence[StoredEvent]) -> None:
         """After a commit: have a worker advance the consumers, if one follows ``events``."""

@@ -1,5 +1,5 @@
-"""``asanoha jobs``: recent attempts, failures and jobs still to run; retry a failed job;
-prune finished rows."""
+"""``asanoha jobs``: recent attempts, failures and jobs still to run; cancel a job, retry a
+failed one, run one by hand; prune finished rows."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import uses_embedded_broker
 from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.errors import AsanohaError
-from asanoha.platform.model import SessionUser
 from asanoha.platform.service.job_operations import (
     list_failed_jobs,
     list_job_runs,
     list_pending_jobs,
     prune_job_rows,
-    retry_failed_job,
 )
 
-jobs = typer.Typer(help="Background jobs: recent attempts, failures, pending jobs, retry, prune.")
+jobs = typer.Typer(
+    help="Background jobs: recent attempts, failures, pending jobs, cancel, retry, run, prune."
+)
 
 LimitOption = Annotated[int, typer.Option(min=1, help="How many, newest first.")]
 
@@ -137,27 +137,14 @@ def retry(
     the in-process broker (``memory://``) the relay of the running ``asanoha serve`` sends it.
     Exits 1 when the id is unknown or the job is pending, running or succeeded.
     """
-    try:
-        row_id = uuid.UUID(job_id)
-    except ValueError:
-        typer.echo(f"{job_id!r} is not a job id (a UUID, as asanoha jobs failed lists)", err=True)
-        raise typer.Exit(1) from None
+    row_id = _job_id(job_id)
     loaded = load_app(app)
     service = loaded.service
     # The in-process broker of this command reaches no worker: the serving process's relay
     # publishes the row instead.
     publish = service.publisher is not None and not uses_embedded_broker(loaded)
-    operator = SessionUser.system(loaded.settings.default_tenant)
     try:
-        with service.unit_of_work(operator) as request:
-            retried = retry_failed_job(
-                request,
-                service.tables,
-                row_id,
-                registry=service.registry,
-                requested_by="asanoha jobs retry",
-                publish=publish,
-            )
+        retried = loaded.jobs.retry(row_id, requested_by="asanoha jobs retry", publish=publish)
     except AsanohaError as error:
         typer.echo(f"{error.reason}: {error.message}", err=True)
         raise typer.Exit(1) from None
@@ -166,6 +153,37 @@ def retry(
         f"{retried.job_qn} {retried.id}: pending again after attempt {retried.failed_attempt} "
         f"failed; {how}"
     )
+
+
+def _job_id(job_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(job_id)
+    except ValueError:
+        typer.echo(f"{job_id!r} is not a job id (a UUID, as asanoha jobs pending lists)", err=True)
+        raise typer.Exit(1) from None
+
+
+@jobs.command()
+def cancel(
+    job_id: Annotated[str, typer.Argument(help="The job row's id (its Celery task id).")],
+    app: AppOption,
+) -> None:
+    """Cancel a job: a pending job never runs (a message delivered later is acknowledged
+    without running); a running attempt is asked to stop (the job sees
+    ``ctx.cancel_requested``; ``ctx.checkpoint()`` raises ``JobCancelled``) and no further
+    attempt follows. Exits 1 when the id is unknown or the job has finished.
+    """
+    row_id = _job_id(job_id)
+    loaded = load_app(app)
+    try:
+        cancelled = loaded.jobs.cancel(row_id)
+    except AsanohaError as error:
+        typer.echo(f"{error.reason}: {error.message}", err=True)
+        raise typer.Exit(1) from None
+    if cancelled.state == "running":
+        typer.echo(f"{cancelled.job_qn} {cancelled.id}: running; asked to stop")
+    else:
+        typer.echo(f"{cancelled.job_qn} {cancelled.id}: cancelled")
 
 
 @jobs.command()

@@ -1,5 +1,5 @@
-"""Job operations as handlers for system administrators: retry a job that failed for good,
-list the newest attempts and the failed jobs. Add ``job_admin.feature`` to an application's
+"""Job operations as handlers for system administrators: cancel a job, retry a job that
+failed for good, list the newest attempts and the failed jobs. Add ``job_admin.feature`` to an application's
 features to expose them (over HTTP and to agents).
 
 They act on the caller's tenant only: a job belongs to the tenant in its headers, and a job
@@ -18,12 +18,8 @@ from pydantic import BaseModel, Field
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
 from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.service import QueryContext, WriteContext
-from asanoha.platform.service.handler_context import platform_registry, platform_request
-from asanoha.platform.service.job_operations import (
-    list_failed_jobs,
-    list_job_runs,
-    retry_failed_job,
-)
+from asanoha.platform.service.handler_context import platform_jobs, platform_request
+from asanoha.platform.service.job_operations import list_failed_jobs, list_job_runs
 from asanoha.platform.store import platform_tables
 
 #: System administrators only: a retry runs a job's effects again.
@@ -65,6 +61,41 @@ class JobRetried(BaseModel):
 job_retried = feature.event("job-retried", JobRetried)
 
 
+class JobCancelRequested(BaseModel):
+    """An operator cancelled a job: ``cancelled`` (it was pending) or ``running`` (its
+    running attempt was asked to stop)."""
+
+    id: str
+    job: str
+    state: str
+
+
+job_cancelled = feature.event("job-cancelled", JobCancelRequested)
+
+
+@feature.write_handler(
+    "cancel",
+    access=SYSTEM_ADMINS,
+    agent=Agent(risk="mid"),
+    description=(
+        "Cancel a job: a pending job never runs; a running one is asked to stop and gets no "
+        "further attempt. A finished job answers 409 job_not_cancellable."
+    ),
+)
+def cancel(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
+    """Cancel a pending or running job of the caller's tenant."""
+    cancelled = platform_jobs(ctx).cancel(
+        payload.id, tenant_id=ctx.tenant_id, within=platform_request(ctx)
+    )
+    ctx.append_event(
+        job_cancelled,
+        {"id": str(cancelled.id), "job": cancelled.job_qn, "state": cancelled.state},
+        stream_id=cancelled.id,
+        stream_type=JOB_STREAM_TYPE,
+    )
+    return {"id": str(cancelled.id), "job": cancelled.job_qn, "state": cancelled.state}
+
+
 @feature.write_handler(
     "retry",
     access=SYSTEM_ADMINS,
@@ -77,13 +108,11 @@ job_retried = feature.event("job-retried", JobRetried)
 )
 def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
     """Put a failed job of the caller's tenant back to pending; publish it on commit."""
-    retried = retry_failed_job(
-        platform_request(ctx),
-        platform_tables(),
+    retried = platform_jobs(ctx).retry(
         payload.id,
-        registry=platform_registry(ctx),
         requested_by=ctx.user.id,
         tenant_id=ctx.tenant_id,
+        within=platform_request(ctx),
     )
     ctx.append_event(
         job_retried,

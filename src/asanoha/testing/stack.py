@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import secrets
 from collections.abc import Iterable, Iterator, Mapping
@@ -182,10 +183,16 @@ class Stack:
         return self._runtime().drain(timeout)
 
     def dispatch_job(
-        self, qn: str, payload: Mapping[str, Any] | None = None, user: SessionUser | None = None
+        self,
+        qn: str,
+        payload: Mapping[str, Any] | None = None,
+        user: SessionUser | None = None,
+        *,
+        delay: float | None = None,
+        at: dt.datetime | None = None,
     ) -> Any:
-        """Dispatch the job ``qn`` by hand."""
-        return self._runtime().dispatch(qn, dict(payload or {}), user)
+        """Dispatch the job ``qn`` by hand; it starts after ``delay`` seconds or at ``at``."""
+        return self._runtime().dispatch(qn, dict(payload or {}), user, delay=delay, at=at)
 
     def _runtime(self) -> JobRuntime:
         if self._jobs is None:

@@ -21,9 +21,10 @@ from typing import Any, NoReturn
 from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
 
-from asanoha.platform.model import JobDef
+from asanoha.platform.model import JobCancelled, JobDef, Snooze
 from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
 from asanoha.platform.service.outbox import (
+    CANCELLED,
     FAILED,
     PENDING,
     RELAY_GRACE,
@@ -38,6 +39,7 @@ from asanoha.workers.job_rows import (
     Claim,
     JobRows,
     JobRowsUnavailable,
+    RunStatus,
     Unclaimed,
     describe_error,
     new_claim_token,
@@ -117,20 +119,32 @@ class AttemptRunner:
             trigger_result=claim.trigger_result,
         )
         try:
-            self._call(job, claim.payload, ctx)
+            returned = self._call(job, claim.payload, ctx)
+        except JobCancelled as exc:
+            end = AttemptEnd("cancelled", CANCELLED, describe_error(exc))
+            self._end(job, row_id, meta.tenant_id, attempt, claim, end)
+            log.info("%s %s attempt %d: cancelled", job.qn, row_id, attempt)
+            return
+        except Snooze as snooze:
+            returned = snooze
         except Exception as exc:
             self._failed(task, job, row_id, ctx, claim, exc)
             raise
+        if isinstance(returned, Snooze):
+            self._schedule_next(
+                job, row_id, meta.tenant_id, attempt, claim, None, returned.seconds,
+                status="snoozed",
+            )  # fmt: skip
+            return
         self._end(job, row_id, meta.tenant_id, attempt, claim, AttemptEnd("succeeded", SUCCEEDED))
 
-    def _call(self, job: JobDef, payload: dict[str, Any], ctx: JobContext) -> None:
+    def _call(self, job: JobDef, payload: dict[str, Any], ctx: JobContext) -> Any:
         # A fresh context: nothing a previous task on this thread left in a ContextVar leaks in.
         context = contextvars.Context()
         if self.thread_time_limits:
             timeout = job_timeout(job, self._settings)
-            call_with_time_limit(lambda: context.run(job.func, payload, ctx), timeout)
-        else:
-            context.run(job.func, payload, ctx)
+            return call_with_time_limit(lambda: context.run(job.func, payload, ctx), timeout)
+        return context.run(job.func, payload, ctx)
 
     def _failed(
         self,
@@ -293,23 +307,43 @@ class AttemptRunner:
         """Write the next attempt onto the row, then publish it when the broker may hold its
         countdown; a failed publish leaves it due for the relay. Returns the countdown."""
         countdown = retry_countdown(job, attempt)
+        return self._schedule_next(
+            job, row_id, tenant_id, attempt, claim, error, countdown,
+            status="crashed" if status == "crashed" else "retrying", give_back=give_back,
+        )  # fmt: skip
+
+    def _schedule_next(
+        self,
+        job: JobDef,
+        row_id: uuid.UUID,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        error: str | None,
+        countdown: float,
+        *,
+        status: RunStatus,
+        give_back: bool = True,
+    ) -> float:
+        """End ``attempt`` with the row pending for a delivery after ``countdown`` seconds:
+        the next attempt (a retry), or the same attempt again (``snoozed``: not spent)."""
         now = dt.datetime.now(dt.UTC)
         not_before = now + dt.timedelta(seconds=countdown)
         by_broker = countdown <= broker_countdown_limit(job, self._settings)
         # Published here: the relay leaves it alone unless this process dies before marking
         # it published. Held in the database: the relay publishes it when it is due.
         relay_after = not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
+        spent = status != "snoozed"
         end = AttemptEnd(
-            "crashed" if status == "crashed" else "retrying",
-            PENDING,
-            error,
-            not_before=not_before,
-            relay_after=relay_after,
+            status, PENDING, error, not_before=not_before, relay_after=relay_after, spent=spent
         )
         if not self._end(job, row_id, tenant_id, attempt, claim, end, give_back=give_back):
             return countdown  # another delivery ended this attempt and scheduled the next
         if by_broker:
-            message = OutboxMessage(row_id, job.qn, attempt=attempt + 1, countdown=countdown)
+            next_attempt = attempt + 1 if spent else attempt
+            message = OutboxMessage(
+                row_id, job.qn, attempt=next_attempt, countdown=countdown, row_token=claim.token
+            )
             try:
                 self.publisher.publish(message)
             except Exception:

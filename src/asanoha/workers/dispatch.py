@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.model import SessionUser
@@ -11,9 +12,15 @@ if TYPE_CHECKING:
 
 
 def dispatch_job(
-    app: App, job_qn: str, payload: dict[str, Any], user: SessionUser | None = None
+    app: App,
+    job_qn: str,
+    payload: dict[str, Any],
+    user: SessionUser | None = None,
+    *,
+    delay: float | None = None,
+    at: dt.datetime | None = None,
 ) -> str:
     """Enqueue ``job_qn`` with ``payload`` as ``user`` (default: the default tenant's system
-    user); return the task id (the job row's id)."""
-    caller = user or SessionUser.system(app.settings.default_tenant)
-    return str(app.service.enqueue_job(job_qn, payload, caller, trigger_name="manual"))
+    user), to start after ``delay`` seconds or at ``at``; return the task id (the job row's
+    id)."""
+    return str(app.jobs.run(job_qn, payload, user=user, delay=delay, at=at))

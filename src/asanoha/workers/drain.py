@@ -42,6 +42,10 @@ class DrainSummary:
     succeeded: int = 0
     failed: int = 0
     retried: int = 0
+    #: Attempts that ended with ``JobCancelled`` (not failures).
+    cancelled: int = 0
+    #: Attempts that snoozed (ran again later, the attempt not spent).
+    snoozed: int = 0
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ class Drainer:
             succeeded=statuses["succeeded"],
             failed=statuses["failed"],
             retried=statuses["retrying"] + statuses["crashed"],
+            cancelled=statuses["cancelled"],
+            snoozed=statuses["snoozed"],
         )
         failures = [
             JobFailure(row.job_qn, row.task_id, row.error or "")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asanoha.platform.model import JobDef, SessionUser
+from asanoha.platform.model import JobCancelled, JobDef, SessionUser
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
 from asanoha.platform.store import StoredEvent, read_event
 
@@ -168,11 +170,38 @@ class JobContext:
         """Run the query handler ``qn`` as ``user``."""
         return self._service.dispatch_query(qn, payload, user, meta=self._request_meta())
 
-    def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
-        """Enqueue the job ``job_qn`` (through the outbox) as the tenant's system user."""
+    def dispatch(
+        self,
+        job_qn: str,
+        payload: dict[str, Any],
+        *,
+        delay: float | None = None,
+        at: dt.datetime | None = None,
+    ) -> uuid.UUID:
+        """Enqueue the job ``job_qn`` (through the outbox) as the tenant's system user;
+        its first attempt starts after ``delay`` seconds or at ``at``."""
         return self._service.enqueue_job(
-            job_qn, payload, self.system_user, trigger_name=self.job.qn, origin=self.meta.origin
+            job_qn,
+            payload,
+            self.system_user,
+            trigger_name=self.job.qn,
+            origin=self.meta.origin,
+            delay=delay,
+            at=at,
         )
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether an operator cancelled this job while it runs (read from its row on each
+        call: one query)."""
+        with self._service.database.connect() as conn:
+            return is_cancel_requested(conn, self._service.tables, uuid.UUID(self.task_id))
+
+    def checkpoint(self) -> None:
+        """Raise ``JobCancelled`` when the job was cancelled: call it between steps of a long
+        job. The job then ends ``cancelled`` (no retry)."""
+        if self.cancel_requested:
+            raise JobCancelled(f"{self.job.qn} {self.task_id} was cancelled")
 
     def _request_meta(self) -> RequestMeta:
         return RequestMeta(correlation_id=self.meta.correlation_id, causation_id=self.task_id)

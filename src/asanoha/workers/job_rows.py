@@ -39,13 +39,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.service.outbox import FAILED, PENDING, RUNNING
+from asanoha.platform.service.outbox import CANCELLED, FAILED, PENDING, RUNNING
 from asanoha.platform.store import Database, Tables
 
 #: Characters of an error text kept in the job row and its run row.
 MAX_ERROR_LENGTH = 4000
 
-RunStatus = Literal["succeeded", "failed", "retrying", "crashed"]
+RunStatus = Literal["succeeded", "failed", "retrying", "crashed", "cancelled", "snoozed"]
 T = TypeVar("T")
 
 
@@ -129,13 +129,20 @@ class AttemptEnd:
     """How an attempt ended, for the job row and its run row."""
 
     status: RunStatus
-    #: The row's state afterwards: ``pending`` (another attempt follows), ``succeeded``
-    #: or ``failed``.
+    #: The row's state afterwards: ``pending`` (another attempt follows), ``succeeded``,
+    #: ``failed`` or ``cancelled``. A ``pending`` end of a row whose cancel was requested
+    #: cancels it instead.
     state: str
     error: str | None = None
     #: For a next attempt: when it may start, and when the relay may publish it.
     not_before: dt.datetime | None = None
     relay_after: dt.datetime | None = None
+    #: A snooze: the attempt is not spent, the next delivery runs the same attempt again.
+    spent: bool = True
+
+    def row_attempt(self, attempt: int) -> int:
+        """The attempt the row records after this end of ``attempt``."""
+        return attempt if self.spent else attempt - 1
 
 
 class JobRows:
@@ -193,9 +200,20 @@ class JobRows:
                 func.coalesce(outbox.c.claim_token, "") == bindparam("end_held"),
             )
             .values(
-                state=bindparam("end_state"),
+                # An operator asked the attempt to stop: no further attempt follows.
+                state=case(
+                    (and_(outbox.c.cancel_requested, bindparam("end_state") == PENDING), CANCELLED),
+                    else_=bindparam("end_state"),
+                ),
+                attempt=bindparam("end_row_attempt"),
                 last_error=bindparam("end_error"),
-                finished_at=bindparam("end_finished"),
+                finished_at=case(
+                    (
+                        and_(outbox.c.cancel_requested, bindparam("end_state") == PENDING),
+                        bindparam("end_now"),
+                    ),
+                    else_=bindparam("end_finished"),
+                ),
                 not_before=bindparam("end_not_before"),
                 relay_after=bindparam("end_relay_after"),
                 # The next attempt is not published yet; a finished row keeps the time its
@@ -211,7 +229,7 @@ class JobRows:
         self._ended_by = select(outbox.c.id).where(
             outbox.c.id == bindparam("row_id"),
             outbox.c.state != RUNNING,
-            outbox.c.attempt == bindparam("end_attempt"),
+            outbox.c.attempt == bindparam("end_row_attempt"),
             outbox.c.claim_token == bindparam("end_token"),
         )
         self._record = insert(tables.job_runs)
@@ -312,8 +330,10 @@ class JobRows:
                 {
                     "row_id": row_id,
                     "end_attempt": attempt,
+                    "end_row_attempt": end.row_attempt(attempt),
                     "end_state": end.state,
                     "end_error": end.error,
+                    "end_now": finished,
                     "end_finished": None if end.state == PENDING else finished,
                     "end_not_before": now_or_next,
                     "end_relay_after": end.relay_after or now_or_next,
@@ -324,7 +344,11 @@ class JobRows:
             if not ended and claim.token is not None:
                 again = conn.execute(
                     self._ended_by,
-                    {"row_id": row_id, "end_attempt": attempt, "end_token": claim.token},
+                    {
+                        "row_id": row_id,
+                        "end_row_attempt": end.row_attempt(attempt),
+                        "end_token": claim.token,
+                    },
                 ).first()
                 if again is not None:
                     return True

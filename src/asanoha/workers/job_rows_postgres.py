@@ -23,7 +23,7 @@ import psycopg
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.service.outbox import PENDING, RUNNING
+from asanoha.platform.service.outbox import CANCELLED, PENDING, RUNNING
 from asanoha.platform.store import Database, Tables
 from asanoha.workers.job_rows import (
     AttemptEnd,
@@ -65,15 +65,18 @@ class PostgresJobRows(JobRows):
         # was lost; every part of the statement sees the row as it was before it). The
         # update holds only the claim it ends (``held``): see ``JobRows``.
         self._end_sql = (
-            f"WITH ended AS (UPDATE {outbox} SET state = %(state)s::varchar, "
-            "last_error = %(error)s, finished_at = %(row_finished)s, "
+            f"WITH ended AS (UPDATE {outbox} SET state = CASE WHEN cancel_requested AND "
+            f"%(state)s::varchar = '{PENDING}' THEN '{CANCELLED}' ELSE %(state)s::varchar END, "
+            "attempt = %(row_attempt)s, last_error = %(error)s, "
+            "finished_at = CASE WHEN cancel_requested AND "
+            f"%(state)s::varchar = '{PENDING}' THEN %(finished)s ELSE %(row_finished)s END, "
             "not_before = %(not_before)s, relay_after = %(relay_after)s, "
             f"published_at = CASE WHEN %(state)s::varchar = '{PENDING}' THEN NULL "
             "ELSE published_at END, claim_token = %(token)s "
             f"WHERE id = %(id)s AND state = '{RUNNING}' AND attempt = %(attempt)s "
             "AND coalesce(claim_token, '') = %(held)s RETURNING 1), "
             f"again AS (SELECT 1 FROM {outbox} WHERE id = %(id)s AND state <> '{RUNNING}' "
-            "AND attempt = %(attempt)s AND claim_token = %(token)s), "
+            "AND attempt = %(row_attempt)s AND claim_token = %(token)s), "
             f"recorded AS (INSERT INTO {runs} (job_qn, task_id, tenant_id, attempt, status, "
             "error, started_at, finished_at) SELECT %(job_qn)s, %(task_id)s, %(tenant_id)s, "
             "%(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s "
@@ -143,6 +146,7 @@ class PostgresJobRows(JobRows):
             "job_qn": job_qn,
             "tenant_id": tenant_id,
             "attempt": attempt,
+            "row_attempt": end.row_attempt(attempt),
             "state": end.state,
             "status": end.status,
             "error": end.error,

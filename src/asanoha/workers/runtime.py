@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
@@ -123,10 +124,16 @@ class JobRuntime:
             raise
 
     def dispatch(
-        self, job_qn: str, payload: dict[str, Any], user: SessionUser | None = None
+        self,
+        job_qn: str,
+        payload: dict[str, Any],
+        user: SessionUser | None = None,
+        *,
+        delay: float | None = None,
+        at: dt.datetime | None = None,
     ) -> str:
         """Enqueue ``job_qn`` by hand; return its task id."""
-        return dispatch_job(self.app, job_qn, payload, user)
+        return dispatch_job(self.app, job_qn, payload, user, delay=delay, at=at)
 
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Wait until every job has settled (see ``Drainer.drain``)."""

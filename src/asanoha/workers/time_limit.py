@@ -29,12 +29,13 @@ class JobTimeLimitExceeded(Exception):
     """The attempt ran longer than its job's ``timeout``."""
 
 
-def call_with_time_limit(func: Callable[[], Any], timeout: float) -> None:
-    """Run ``func``; raise ``JobTimeLimitExceeded`` once it has run ``timeout`` seconds."""
+def call_with_time_limit(func: Callable[[], Any], timeout: float) -> Any:
+    """Run ``func`` and return what it returns; raise ``JobTimeLimitExceeded`` once it has
+    run ``timeout`` seconds."""
     body = _Body(func)
     future = _body_pool().submit(body.run)
     try:
-        future.result(timeout)
+        return future.result(timeout)
     except FutureTimeout:
         body.stop()
         raise JobTimeLimitExceeded(
@@ -53,14 +54,14 @@ class _Body:
         self._state = "waiting"
         self._thread_id = 0
 
-    def run(self) -> None:
+    def run(self) -> Any:
         with self._lock:
             if self._state == "stopped":
-                return  # its caller gave up before a thread was free
+                return None  # its caller gave up before a thread was free
             self._state = "running"
             self._thread_id = threading.get_ident()
         try:
-            self._func()
+            return self._func()
         finally:
             self._end()
 

@@ -132,3 +132,25 @@ def test_retrying_a_job_that_did_not_fail_answers_conflict(asanoha_stack, state)
     assert (error.http_status, error.code, error.reason) == (409, "conflict", "job_not_failed")
     assert error.details == {"id": str(row.id), "job": SEND, "state": state}
     assert f"is {state}; only a job that failed for good can be retried" in error.message
+
+
+def test_a_system_admin_cancels_a_pending_job_and_a_finished_one_answers_conflict(asanoha_stack):
+    stack = asanoha_stack(features=[flaky_feature(Switch()), job_admin.feature])
+    stack.http.write_ok(NOTE_CREATE, {"text": "hi"}, TestUsers.admin)
+    row = job_row(stack)
+    cancelled = stack.http.write_ok("job-admin:write:cancel", {"id": str(row.id)}, OPERATOR)
+    assert cancelled == {"id": str(row.id), "job": SEND, "state": "cancelled"}
+    assert job_row(stack).state == "cancelled"
+    events = stack.tables.events
+    with stack.db.connect() as conn:
+        [event] = conn.execute(select(events).where(events.c.type.like("job-admin:%"))).all()
+    assert (event.type, event.stream_id) == ("job-admin:event:job-cancelled", str(row.id))
+    with stack.nothing_written():
+        error = stack.http.write_err("job-admin:write:cancel", {"id": str(row.id)}, OPERATOR)
+    assert (error.http_status, error.code, error.reason) == (409, "conflict", "job_not_cancellable")
+    assert error.details == {"id": str(row.id), "job": SEND, "state": "cancelled"}
+    # Another tenant's administrators do not find it.
+    elsewhere = SessionUser.of("ops-2", TestUsers.other_tenant.tenant_id, ["SystemAdmin"])
+    with stack.nothing_written():
+        error = stack.http.write_err("job-admin:write:cancel", {"id": str(row.id)}, elsewhere)
+    assert (error.http_status, error.reason) == (404, "job_row_not_found")

@@ -24,7 +24,7 @@ class RecordingService:
         self.calls.append(("query", qn, payload, user, meta))
         return []
 
-    def enqueue_job(self, job_qn, payload, user, *, trigger_name="manual", origin=None):
+    def enqueue_job(self, job_qn, payload, user, *, trigger_name="manual", origin=None, **when):
         self.calls.append(("enqueue", job_qn, payload, user, trigger_name))
         self.origins.append(origin)
         return "id"

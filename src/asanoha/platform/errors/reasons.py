@@ -40,6 +40,7 @@ class Reasons(StrEnum):
     ENTITY_NOT_DELETED = "entity_not_deleted"
     CONSUMER_NOT_STOPPED = "consumer_not_stopped"
     JOB_NOT_FAILED = "job_not_failed"
+    JOB_NOT_CANCELLABLE = "job_not_cancellable"
     TRANSACTION_CONFLICT = "transaction_conflict"
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     # 413

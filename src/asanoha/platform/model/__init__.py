@@ -14,6 +14,7 @@ from asanoha.platform.model.handlers import (
     HandlerDef,
     JobDef,
 )
+from asanoha.platform.model.job_outcomes import JobCancelled, Snooze
 from asanoha.platform.model.names import make_qn, parse_qn, to_kebab
 from asanoha.platform.model.registry import Registry
 from asanoha.platform.model.users import SYSTEM_ROLE, SessionUser
@@ -31,10 +32,12 @@ __all__ = [
     "EventDef",
     "Feature",
     "HandlerDef",
+    "JobCancelled",
     "JobDef",
     "Registry",
     "Risk",
     "SessionUser",
+    "Snooze",
     "fields",
     "instruction_fields",
     "make_qn",

@@ -9,6 +9,7 @@ parent request explicitly and run in a savepoint of its transaction.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import secrets
 import uuid
@@ -90,10 +91,14 @@ class Service:
         approval_key: bytes | None = None,
         operator_tenant: str | None = None,
         idempotency_ttl: float = 86400.0,
+        broker_hold: Callable[[str], float] | None = None,
     ) -> None:
         self.registry = registry
         #: Seconds an idempotent write's outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
         self.idempotency_ttl = idempotency_ttl
+        #: job qn -> the longest countdown the broker may hold for it; a job delayed longer
+        #: waits in its row for the relay (without: every delayed job waits in its row).
+        self.broker_hold = broker_hold or (lambda job_qn: 0.0)
         #: The tenant that operates the whole application (``ASANOHA_OPERATOR_TENANT``).
         self.operator_tenant = operator_tenant
         self.database = database
@@ -588,16 +593,21 @@ class Service:
         origin: WriteOrigin | None = None,
         idempotency_key: str | None = None,
         trigger_event_id: int | None = None,
+        delay: float | None = None,
+        at: dt.datetime | None = None,
     ) -> uuid.UUID:
         """Enqueue ``job_qn`` through the outbox: inside ``parent``'s transaction (published
         when it commits), else on its own. ``origin`` is the chain the caller acts for.
 
         With ``idempotency_key``, a second enqueue with the same key enqueues nothing and
         returns the first job's id. ``trigger_event_id`` is the stored event that triggered
-        the job (its ``ctx.trigger_event``).
+        the job (its ``ctx.trigger_event``). ``delay`` (seconds) or ``at`` (an aware
+        datetime) hold its first attempt back: the broker holds a short wait, the row a
+        longer one (the relay publishes it when it is due).
         """
         if self.registry.job(job_qn) is None:
             raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
+        countdown = outbox.start_delay(job_qn, delay, at)
         try:
             body = pydantic.TypeAdapter(dict[str, pydantic.JsonValue]).validate_python(payload)
         except pydantic.ValidationError as error:
@@ -613,6 +623,7 @@ class Service:
                     trigger_name=trigger_name,
                     idempotency_key=idempotency_key,
                     trigger_event_id=trigger_event_id,
+                    delay=countdown,
                 )
         if idempotency_key is not None:
             found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
@@ -624,6 +635,10 @@ class Service:
         if trigger_event_id is not None:
             message = dataclasses.replace(
                 message, headers={**message.headers, "trigger_event_id": trigger_event_id}
+            )
+        if countdown > 0:
+            message = dataclasses.replace(
+                message, countdown=countdown, by_broker=countdown <= self.broker_hold(job_qn)
             )
         outbox.write_outbox(parent.conn, self.tables, [message])
         parent.outbox.append(message)

@@ -23,6 +23,7 @@ from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
+    from asanoha.platform.service.jobs import Jobs
 
 
 class QueryContext:
@@ -159,3 +160,13 @@ def platform_registry(ctx: QueryContext) -> Registry:
     still declares, say. Refused for a handler defined elsewhere, as ``platform_request``."""
     platform_request(ctx)
     return ctx._service.registry
+
+
+def platform_jobs(ctx: QueryContext) -> Jobs:
+    """The application's job operations (``App.jobs``), for the platform's bundled
+    handlers; they act inside the handler's request (``within=``). Refused for a handler
+    defined elsewhere, as ``platform_request``."""
+    from asanoha.platform.service.jobs import Jobs
+
+    platform_request(ctx)
+    return Jobs(ctx._service, ctx.tenant_id)

@@ -1,5 +1,5 @@
-"""Operations on job rows: retry a job that failed for good, prune finished rows, list the
-newest attempts, the failed jobs and the jobs still to run.
+"""Operations on job rows: cancel a job, retry a job that failed for good, prune finished
+rows, list the newest attempts, the failed jobs and the jobs still to run.
 
 Each runs on the caller's connection (inside its transaction), so the ``asanoha jobs``
 command, the bundled job-admin handlers and beat's prune share them.
@@ -22,6 +22,7 @@ from asanoha.platform.service.outbox import (
     RELAY_GRACE,
     RUNNING,
     OutboxMessage,
+    cancel_job_row,
     prune_finished,
 )
 from asanoha.platform.service.request import Request
@@ -88,6 +89,43 @@ class PendingJob:
     last_error: str | None
 
 
+@dataclass(frozen=True)
+class CancelledJob:
+    """A job an operator cancelled."""
+
+    id: uuid.UUID
+    job_qn: str
+    tenant_id: str | None
+    #: ``cancelled`` (it was pending: no attempt of it runs) or ``running`` (its running
+    #: attempt was asked to stop: ``ctx.cancel_requested``).
+    state: str
+
+
+def cancel_job(
+    request: Request, tables: Tables, job_id: uuid.UUID, *, tenant_id: str | None = None
+) -> CancelledJob:
+    """Cancel the job row ``job_id``: a pending job is cancelled at once, a running one is
+    asked to stop (see ``outbox.cancel_job_row``). With ``tenant_id`` only a job of that
+    tenant is found. Raises ``NotFoundError`` (``job_row_not_found``) for an unknown id,
+    ``ConflictError`` (``job_not_cancellable``) for a finished job."""
+    outbox = tables.outbox
+    found = request.conn.execute(
+        select(outbox.c.job_qn, outbox.c.state, outbox.c.headers)
+        .where(outbox.c.id == job_id)
+        # A worker claiming it at the same moment: the claim waits, then finds it cancelled.
+        .with_for_update()
+    ).first()
+    row_tenant = _tenant_of(found.headers) if found is not None else None
+    if found is None or (tenant_id is not None and row_tenant != tenant_id):
+        raise NotFoundError(Reasons.JOB_ROW_NOT_FOUND, id=str(job_id))
+    if found.state not in (PENDING, RUNNING):
+        raise ConflictError(
+            Reasons.JOB_NOT_CANCELLABLE, id=str(job_id), job=found.job_qn, state=found.state
+        )
+    state = cancel_job_row(request.conn, tables, job_id, found.state)
+    return CancelledJob(job_id, found.job_qn, row_tenant, state)
+
+
 def retry_failed_job(
     request: Request,
     tables: Tables,
@@ -145,6 +183,7 @@ def retry_failed_job(
             finished_at=None,
             # The next claim is a new delivery's; nothing of the failed attempt's carries over.
             claim_token=None,
+            cancel_requested=False,
         )
     )
     request.conn.execute(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,9 +24,10 @@ log = logging.getLogger("asanoha.outbox")
 #: the relay may take it: a younger row is most likely being published right now.
 RELAY_GRACE = 5.0
 #: Job row states. ``pending``: waiting for its next attempt; ``running``: an attempt is
-#: claimed; ``succeeded`` / ``failed``: finished for good.
+#: claimed; ``succeeded`` / ``failed`` / ``cancelled``: finished for good.
 PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
-FINISHED_STATES = (SUCCEEDED, FAILED)
+CANCELLED = "cancelled"
+FINISHED_STATES = (SUCCEEDED, FAILED, CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,41 @@ class OutboxMessage:
     trigger_result: Any = None
     #: The attempt the message asks a worker to run (1-based).
     attempt: int = 1
-    #: Seconds the broker holds the message before delivering it.
+    #: Seconds the broker holds the message before delivering it; for a new row, also
+    #: the seconds its first attempt waits (``not_before``).
     countdown: float = 0.0
+    #: Whether the writer publishes the new row after commit (with its countdown); else the
+    #: row waits in the database and the relay publishes it when it is due: a delay longer
+    #: than the broker may hold.
+    by_broker: bool = True
+    #: The claim token the row carries while it waits for this message (``None`` for a row
+    #: never claimed): its publish is marked only on a row still carrying it.
+    row_token: str | None = None
+
+
+def start_delay(job_qn: str, delay: float | None = None, at: dt.datetime | None = None) -> float:
+    """Seconds until a new job's first attempt may start: ``delay`` seconds, or until
+    ``at`` (a time in the past starts at once). Raises ``ValueError`` naming the job for
+    both together, a negative or non-finite delay, or a time without a time zone."""
+    if delay is not None and at is not None:
+        raise ValueError(f"{job_qn}: pass delay= or at=, not both")
+    if delay is not None:
+        if (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not math.isfinite(delay)
+            or delay < 0
+        ):
+            raise ValueError(f"{job_qn}: delay= is a number of seconds >= 0, not {delay!r}")
+        return float(delay)
+    if at is not None:
+        if not isinstance(at, dt.datetime) or at.tzinfo is None:
+            raise ValueError(
+                f"{job_qn}: at= is a datetime with a time zone (datetime.now(UTC) + ...), "
+                f"not {at!r}"
+            )
+        return max(0.0, (at - dt.datetime.now(dt.UTC)).total_seconds())
+    return 0.0
 
 
 class OutboxPublisher(Protocol):
@@ -62,10 +97,11 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
     if not messages:
         return
     now = dt.datetime.now(dt.UTC)
-    relay_after = now + dt.timedelta(seconds=RELAY_GRACE)
-    conn.execute(
-        insert(tables.outbox),
-        [
+    grace = dt.timedelta(seconds=RELAY_GRACE)
+    rows = []
+    for message in messages:
+        not_before = now + dt.timedelta(seconds=message.countdown)
+        rows.append(
             {
                 "id": message.id,
                 "job_qn": message.job_qn,
@@ -74,15 +110,53 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
                 "trigger_result": message.trigger_result,
                 "state": PENDING,
                 "attempt": 0,
-                "not_before": now,
-                "relay_after": relay_after,
+                "not_before": not_before,
+                # Its writer publishes it right after commit; held in the row, the relay
+                # publishes it once it is due.
+                "relay_after": not_before + grace if message.by_broker else not_before,
                 "created_at": now,
                 "publish_attempts": 0,
                 "idempotency_key": message.idempotency_key,
             }
-            for message in messages
-        ],
-    )
+        )
+    conn.execute(insert(tables.outbox), rows)
+
+
+def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: str) -> str:
+    """Cancel the job row ``job_id``, found in ``state`` (the caller holds it locked);
+    return its state afterwards.
+
+    A pending row is ``cancelled`` at once: no attempt of it runs, and a message delivered
+    later is acknowledged unrun (the claim takes pending rows only). A running row is
+    marked ``cancel_requested``: the attempt sees it (``ctx.cancel_requested``,
+    ``ctx.checkpoint()``), and if it ends wanting another attempt (a retry, a snooze) the
+    row is cancelled instead (see ``JobRows``). A finished row is left as it is.
+    """
+    outbox = tables.outbox
+    if state == PENDING:
+        conn.execute(
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.state == PENDING)
+            .values(state=CANCELLED, finished_at=func.now(), claim_token=None)
+        )
+        return CANCELLED
+    if state == RUNNING:
+        conn.execute(
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.state == RUNNING)
+            .values(cancel_requested=True)
+        )
+    return state
+
+
+def is_cancel_requested(conn: Connection, tables: Tables, job_id: uuid.UUID) -> bool:
+    """Whether the job row ``job_id`` was asked to stop (cancelled, or cancel requested
+    while running)."""
+    outbox = tables.outbox
+    row = conn.execute(
+        select(outbox.c.state, outbox.c.cancel_requested).where(outbox.c.id == job_id)
+    ).first()
+    return row is not None and (row.state == CANCELLED or bool(row.cancel_requested))
 
 
 def find_enqueued(conn: Connection, tables: Tables, idempotency_key: str) -> uuid.UUID | None:
@@ -107,6 +181,7 @@ def publish_messages(
 
     Returns how many it took. A row whose publish failed becomes due for the relay at once.
     """
+    messages = [message for message in messages if message.by_broker]
     if publisher is None or not messages:
         return 0
     sent, failed = _publish_each(publisher, messages)
@@ -122,9 +197,11 @@ def mark_published(
 ) -> None:
     """Record the outcome of publishing each message's attempt on its row.
 
-    Only a row still waiting for exactly that attempt is marked: a worker may have claimed
-    and even ended the attempt before the publisher got here, and the mark must not land
-    on the next attempt.
+    Only a row still waiting for exactly that attempt, with the claim token it had when
+    the message was made, is marked: a worker may have claimed and even ended the attempt
+    before the publisher got here, and the mark must not land on the next attempt, nor on
+    the same attempt snoozed (which a mark of "published" would leave waiting for a
+    message nobody sends).
     """
     if not sent and not failed:
         return
@@ -134,14 +211,20 @@ def mark_published(
             (sent, {"published_at": func.now()}),
             (failed, {"relay_after": func.now()}),
         ):
-            for attempt in sorted({message.attempt for message in messages}):
-                ids = [message.id for message in messages if message.attempt == attempt]
+            groups = sorted({(message.attempt, message.row_token or "") for message in messages})
+            for attempt, token in groups:
+                ids = [
+                    message.id
+                    for message in messages
+                    if (message.attempt, message.row_token or "") == (attempt, token)
+                ]
                 conn.execute(
                     update(outbox)
                     .where(
                         outbox.c.id.in_(ids),
                         outbox.c.state == PENDING,
                         outbox.c.attempt == attempt - 1,
+                        func.coalesce(outbox.c.claim_token, "") == token,
                     )
                     .values(publish_attempts=outbox.c.publish_attempts + 1, **values)
                 )

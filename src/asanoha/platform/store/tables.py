@@ -164,7 +164,8 @@ def build_tables(registry: Registry) -> Tables:
     # The job: one row per enqueue, written in the transaction that triggers it. The broker
     # message only points at it (task id = row id), so the row holds what the job runs on
     # and where each attempt stands: ``state`` pending (waiting for its next attempt),
-    # running, succeeded or failed; ``attempt`` the number of the last attempt claimed.
+    # running, succeeded, failed or cancelled; ``attempt`` the number of the last attempt
+    # claimed.
     outbox = Table(
         "asanoha_outbox",
         metadata,
@@ -195,6 +196,9 @@ def build_tables(registry: Registry) -> Tables:
         # kept by the attempt's end. A claim or an end sent again after its reply was lost
         # (the connection died after the commit) recognises its own committed write by it.
         Column("claim_token", String(32), nullable=True),
+        # An operator asked the running attempt to stop (``ctx.cancel_requested``); an end
+        # that wants another attempt cancels the row instead.
+        Column("cancel_requested", Boolean, nullable=False, default=False),
         Index("ix_asanoha_outbox_due", "state", "relay_after"),
         Index("ix_asanoha_outbox_finished", "finished_at"),
         Index("uq_asanoha_outbox_idempotency_key", "idempotency_key", unique=True),

@@ -1,0 +1,103 @@
+"""``App.jobs``: the operations on jobs that the CLI, the bundled job-admin handlers and
+application code call: cancel, retry, run.
+
+Each runs in a unit of work of its own, or inside a running write (``within``: a handler's
+request), so the rows it writes commit with that write and its messages are published
+after it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from asanoha.platform.model import SessionUser
+from asanoha.platform.service.job_operations import (
+    CancelledJob,
+    RetriedJob,
+    cancel_job,
+    retry_failed_job,
+)
+from asanoha.platform.service.request import Request
+
+if TYPE_CHECKING:
+    from asanoha.platform.service.dispatch import Service
+
+
+class Jobs:
+    """Job operations on one application's job rows."""
+
+    def __init__(self, service: Service, operator_tenant: str) -> None:
+        self._service = service
+        #: The tenant of the system user the operations act as when no user is given.
+        self._operator_tenant = operator_tenant
+
+    def cancel(
+        self,
+        job_id: uuid.UUID,
+        *,
+        tenant_id: str | None = None,
+        within: Request | None = None,
+    ) -> CancelledJob:
+        """Cancel the job ``job_id``: a pending job never runs; a running attempt is asked
+        to stop (``ctx.cancel_requested``, ``ctx.checkpoint()``). With ``tenant_id`` only
+        a job of that tenant is found. Raises ``job_row_not_found`` (404) or
+        ``job_not_cancellable`` (409, the job has finished)."""
+        if within is None:
+            with self._service.unit_of_work(self._operator()) as request:
+                return self.cancel(job_id, tenant_id=tenant_id, within=request)
+        return cancel_job(within, self._service.tables, job_id, tenant_id=tenant_id)
+
+    def retry(
+        self,
+        job_id: uuid.UUID,
+        *,
+        requested_by: str,
+        tenant_id: str | None = None,
+        publish: bool = True,
+        within: Request | None = None,
+    ) -> RetriedJob:
+        """Run a job that failed for good again (see ``job_operations.retry_failed_job``)."""
+        if within is None:
+            with self._service.unit_of_work(self._operator()) as request:
+                return self.retry(
+                    job_id,
+                    requested_by=requested_by,
+                    tenant_id=tenant_id,
+                    publish=publish,
+                    within=request,
+                )
+        return retry_failed_job(
+            within,
+            self._service.tables,
+            job_id,
+            registry=self._service.registry,
+            requested_by=requested_by,
+            tenant_id=tenant_id,
+            publish=publish,
+        )
+
+    def run(
+        self,
+        job_qn: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        user: SessionUser | None = None,
+        delay: float | None = None,
+        at: dt.datetime | None = None,
+        within: Request | None = None,
+    ) -> uuid.UUID:
+        """Enqueue the job ``job_qn`` by hand (trigger ``manual``), as ``user`` (default:
+        the operator tenant's system user), after ``delay`` seconds or at ``at``."""
+        return self._service.enqueue_job(
+            job_qn,
+            dict(payload or {}),
+            user or (within.user if within is not None else self._operator()),
+            parent=within,
+            delay=delay,
+            at=at,
+        )
+
+    def _operator(self) -> SessionUser:
+        return SessionUser.system(self._operator_tenant)
