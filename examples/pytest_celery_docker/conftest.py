@@ -9,6 +9,7 @@ Needs a Docker engine: without one every test here is skipped, and says why.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,8 +25,9 @@ from sqlalchemy.exc import OperationalError
 from asanoha import App
 from asanoha.platform.settings import Settings
 
-#: The build context of the worker image: asanoha's repository (this example lives in it).
-SOURCE = Path(os.environ.get("ASANOHA_SOURCE") or Path(__file__).resolve().parents[2])
+HERE = Path(__file__).resolve().parent
+#: asanoha's source, installed in the worker image: the repository this example lives in.
+SOURCE = Path(os.environ.get("ASANOHA_SOURCE") or HERE.parents[1])
 #: Seconds Postgres may take to accept connections once its container listens.
 DATABASE_START = 60
 
@@ -68,11 +70,20 @@ class ShopWorkerContainer(CeleryWorkerContainer):
         return ["asanoha", "worker", "--app", "shop:app", "--concurrency", "1", *args]
 
 
-shop_worker_image = build(
-    path=str(SOURCE),
-    dockerfile="examples/pytest_celery_docker/Dockerfile",
-    tag="asanoha-example/shop-worker:test",
-)
+@pytest.fixture(scope="session")
+def shop_worker_context(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The worker image's build context: the Dockerfile, asanoha's package source and the
+    application module (not the whole repository: the Docker SDK sends all of a context)."""
+    context = tmp_path_factory.mktemp("shop-worker-image")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(SOURCE / name, context / name)
+    shutil.copytree(SOURCE / "src", context / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("Dockerfile", "shop.py"):
+        shutil.copy(HERE / name, context / name)
+    return str(context)
+
+
+shop_worker_image = build(path=fxtr("shop_worker_context"), tag="asanoha-example/shop-worker:test")
 postgres_image = fetch(repository="postgres:16-alpine")
 shop_database = container(
     image="{postgres_image.id}",
