@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import uuid
 from typing import Annotated
 
@@ -13,7 +14,7 @@ import typer
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import uses_embedded_broker
 from asanoha.cli.listings import JsonOption, print_json, print_table
-from asanoha.platform.errors import AsanohaError
+from asanoha.platform.errors import AsanohaError, ValidationError
 from asanoha.platform.service.job_operations import (
     list_failed_jobs,
     list_job_runs,
@@ -184,6 +185,49 @@ def cancel(
         typer.echo(f"{cancelled.job_qn} {cancelled.id}: running; asked to stop")
     else:
         typer.echo(f"{cancelled.job_qn} {cancelled.id}: cancelled")
+
+
+@jobs.command()
+def run(
+    job_qn: Annotated[str, typer.Argument(help="The job's qualified name (feature:job:name).")],
+    app: AppOption,
+    payload: Annotated[
+        str, typer.Option(help="The payload, a JSON object; checked against the job's schema=.")
+    ] = "{}",
+    delay: Annotated[
+        float | None, typer.Option(min=0, help="Seconds before its first attempt may start.")
+    ] = None,
+) -> None:
+    """Run a job by hand (trigger ``manual``), as the default tenant's system user.
+
+    The payload is validated against the job's ``schema=``: a payload it refuses prints the
+    field errors and exits 2, enqueuing nothing. An unknown job exits 1. The job is
+    published at once; on the in-process broker (``memory://``) the relay of the running
+    ``asanoha serve`` sends it.
+    """
+    try:
+        body = json.loads(payload)
+    except json.JSONDecodeError as error:
+        typer.echo(f"--payload is not JSON: {error}", err=True)
+        raise typer.Exit(2) from None
+    if not isinstance(body, dict):
+        typer.echo("--payload must be a JSON object ({...})", err=True)
+        raise typer.Exit(2)
+    loaded = load_app(app)
+    publish = loaded.service.publisher is not None and not uses_embedded_broker(loaded)
+    try:
+        job_id = loaded.jobs.run(job_qn, body, delay=delay, publish=publish)
+    except ValidationError as error:
+        typer.echo(f"{error.code}: {job_qn} refused the payload", err=True)
+        for field in error.details.get("fields", []):
+            typer.echo(f"  {field.get('path')}: {field.get('message')}", err=True)
+        raise typer.Exit(2) from None
+    except AsanohaError as error:
+        typer.echo(f"{error.reason}: {error.message}", err=True)
+        raise typer.Exit(1) from None
+    how = "published" if publish else "left for the relay of a running worker"
+    when = f", starts in {delay:g} s" if delay else ""
+    typer.echo(f"{job_qn} {job_id}: pending{when}; {how}")
 
 
 @jobs.command()

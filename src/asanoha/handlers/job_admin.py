@@ -13,7 +13,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
 from asanoha.platform.model import Access, Agent, Feature
@@ -131,6 +131,43 @@ def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
         "state": "pending",
         "failed_attempt": retried.failed_attempt,
     }
+
+
+class RunJob(BaseModel):
+    """Which job to run by hand, on what payload, and when its first attempt may start."""
+
+    job: str = Field(min_length=1, max_length=200)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    delay: float | None = Field(default=None, ge=0)
+    at: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _one_start(self) -> RunJob:
+        if self.delay is not None and self.at is not None:
+            raise ValueError("pass delay or at, not both")
+        return self
+
+
+@feature.write_handler(
+    "run",
+    access=SYSTEM_ADMINS,
+    agent=Agent(risk="mid"),
+    description=(
+        "Run a job by hand as the caller, after a delay or at a time; the payload is "
+        "validated against the job's schema (400 validation_error with the field errors)."
+    ),
+)
+def run(payload: RunJob, ctx: WriteContext) -> dict[str, Any]:
+    """Enqueue a job for the caller's tenant; published after the commit."""
+    job_id = platform_jobs(ctx).run(
+        payload.job,
+        payload.payload,
+        user=ctx.user,
+        delay=payload.delay,
+        at=payload.at,
+        within=platform_request(ctx),
+    )
+    return {"id": str(job_id), "job": payload.job, "state": "pending"}
 
 
 @feature.query_handler(

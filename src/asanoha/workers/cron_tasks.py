@@ -22,7 +22,7 @@ def register_cron_tasks(celery: Celery, service: Service, settings: Settings) ->
     @celery.task(name=CRON_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def enqueue_cron_job(job_qn: str) -> str:
         user = SessionUser.system(settings.default_tenant)
-        return str(service.enqueue_job(job_qn, {}, user, trigger_name="cron"))
+        return str(service.enqueue_job(job_qn, {}, user, trigger_name="cron", manual=False))
 
     @celery.task(name=PRUNE_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def prune_jobs() -> int:

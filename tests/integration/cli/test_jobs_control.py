@@ -1,17 +1,23 @@
-"""``asanoha jobs cancel``: a pending job is cancelled, a finished one refused (exit 1)."""
+"""``asanoha jobs cancel`` and ``asanoha jobs run``: cancel a pending job (a finished one is
+refused, exit 1); run a job by hand, its payload validated against the job's schema."""
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
-from asanoha import App
+from asanoha import App, ValidationError
 from asanoha.cli import cli
-from asanoha.platform.model import Feature
+from asanoha.handlers import job_admin
+from asanoha.platform.model import Feature, SessionUser
+from asanoha.testing import TestUsers
+from asanoha.workers import JobFailedError
 
 #: The application the commands load (``--app`` below); each test sets it to its stack's.
 APP: App | None = None
@@ -58,3 +64,88 @@ def test_cancel_cancels_a_pending_job_and_refuses_a_finished_one(stack):
     assert again.exit_code == 1
     assert "job_not_cancellable" in again.output
     assert jobs("cancel", "not-a-uuid").exit_code == 1
+
+
+class Report(BaseModel):
+    month: str = Field(pattern=r"^\d{4}-\d{2}$")
+    copies: int = 1
+
+
+def report_feature(seen: list[dict[str, Any]]) -> Feature:
+    reports = Feature("reports")
+
+    @reports.job("build", manual=True, schema=Report)
+    def build(payload: dict[str, Any], ctx: Any) -> None:
+        seen.append(payload)
+
+    @reports.job("fan-out", manual=True)
+    def fan_out(payload: dict[str, Any], ctx: Any) -> None:
+        ctx.dispatch(REPORT, payload["report"])
+
+    return reports
+
+
+REPORT = "reports:job:build"
+ADMIN = SessionUser.of("ops-1", TestUsers.admin.tenant_id, ["SystemAdmin"])
+
+
+@pytest.fixture
+def reports(asanoha_stack: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[Any]]:
+    seen: list[dict[str, Any]] = []
+    made = asanoha_stack(features=[report_feature(seen), job_admin.feature], jobs=True)
+    monkeypatch.setattr(sys.modules[__name__], "APP", made.app)
+    return made, seen
+
+
+def test_run_validates_the_payload_against_the_jobs_schema_and_runs_it(reports):
+    stack, seen = reports
+    with stack.nothing_written():
+        refused = jobs("run", REPORT, "--payload", '{"month": "May", "copies": "x"}')
+    assert refused.exit_code == 2, refused.output
+    assert "validation_error" in refused.output
+    assert "month:" in refused.output and "copies:" in refused.output
+    with stack.nothing_written():
+        assert jobs("run", REPORT, "--payload", "[1]").exit_code == 2
+        assert jobs("run", REPORT, "--payload", "{").exit_code == 2
+        assert jobs("run", "reports:job:nope").exit_code == 1
+
+    started = time.monotonic()
+    ran = jobs("run", REPORT, "--payload", '{"month": "2026-05"}', "--delay", "1")
+    assert ran.exit_code == 0, ran.output
+    assert "pending, starts in 1 s; published" in ran.output
+    stack.drain()
+    assert time.monotonic() - started >= 1
+    # The job runs on the validated payload, defaults filled in.
+    assert seen == [{"month": "2026-05", "copies": 1}]
+
+
+def test_every_manual_path_validates_the_payload_with_field_errors(reports):
+    stack, seen = reports
+    with stack.nothing_written(), pytest.raises(ValidationError) as refused:
+        stack.app.service.enqueue_job(REPORT, {"month": "May"}, ADMIN)
+    assert refused.value.http_status == 400
+    assert [field["path"] for field in refused.value.details["fields"]] == ["month"]
+    with stack.nothing_written(), pytest.raises(ValidationError):
+        stack.app.jobs.run(REPORT, {})
+    with stack.nothing_written():
+        error = stack.http.write_err("job-admin:write:run", {"job": REPORT, "payload": {}}, ADMIN)
+    assert (error.http_status, error.code) == (400, "validation_error")
+    assert [field["path"] for field in error.details["fields"]] == ["month"]
+    with stack.nothing_written():
+        both = {
+            "job": REPORT,
+            "payload": {"month": "2026-05"},
+            "delay": 1,
+            "at": "2030-01-01T00:00:00Z",
+        }
+        error = stack.http.write_err("job-admin:write:run", both, ADMIN)
+    assert (error.http_status, error.code) == (400, "validation_error")
+    ran = stack.http.write_ok(
+        "job-admin:write:run", {"job": REPORT, "payload": {"month": "2026-06"}}, ADMIN
+    )
+    assert ran["state"] == "pending"
+    # ctx.dispatch is a manual path too: the refused payload fails the dispatching job.
+    stack.dispatch_job("reports:job:fan-out", {"report": {"month": "June"}})
+    with pytest.raises(JobFailedError, match="ValidationError"):
+        stack.drain()
+    assert seen == [{"month": "2026-06", "copies": 1}]

@@ -40,3 +40,15 @@ def test_retry_options_take_exception_classes():
 
     (job,) = feature.jobs
     assert (job.retry_on, job.no_retry_on) == ((ConnectionError,), (KeyError,))
+
+
+def test_a_schema_on_a_job_without_manual_runs_is_refused():
+    from pydantic import BaseModel
+
+    class Report(BaseModel):
+        month: str
+
+    with pytest.raises(DefinitionError, match=r"s:job:x: schema= validates .* manual=True"):
+        Feature("s").job("x", cron="0 * * * *", schema=Report)
+    with pytest.raises(DefinitionError, match=r"s:job:y: schema= must be a pydantic model"):
+        Feature("s").job("y", manual=True, schema=dict)  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ def trigger_jobs(event: StoredEvent, ctx: ConsumerContext) -> None:
             trigger_name=event.type,
             trigger_event_id=event.id,
             idempotency_key=f"{job.qn}@event:{event.id}",
+            manual=False,
         )
 
 

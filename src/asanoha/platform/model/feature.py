@@ -270,6 +270,7 @@ class Feature:
         retry_on: Iterable[type[BaseException]] | None = None,
         no_retry_on: Iterable[type[BaseException]] = (),
         acts_for_system: str | None = None,
+        schema: type[BaseModel] | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
@@ -277,13 +278,23 @@ class Feature:
         on those. Without either, any exception is retried except a 4xx ``AsanohaError``
         (validation, access, not found), which would fail the same way again.
         ``acts_for_system="<reason>"``: the job's gated operations are not limited by the
-        risk of the agent call that began its chain.
+        risk of the agent call that began its chain. ``schema=Model`` (with ``manual=True``)
+        validates the payload of every manual enqueue (``ctx.dispatch``, ``enqueue_job``,
+        ``asanoha jobs run``, ``job-admin:write:run``); the job receives the validated
+        payload as a dict.
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
         system_reason = _acts_for_system(acts_for_system, qn)
         if on is None and cron is None and not manual:
             raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
+        if schema is not None and not manual:
+            raise DefinitionError(
+                f"{qn}: schema= validates the payload of manual runs; declare manual=True "
+                "or drop schema="
+            )
+        if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            raise DefinitionError(f"{qn}: schema= must be a pydantic model class, not {schema!r}")
         if cron is not None:
             check_cron(cron, qn)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -326,6 +337,7 @@ class Feature:
                     retry_on=retry_types,
                     no_retry_on=no_retry_types,
                     acts_for_system=system_reason,
+                    schema=schema,
                 )
             )
             return func

@@ -123,6 +123,9 @@ class JobDef:
     #: Why the job acts for the system, not for the principal whose chain triggered it: a
     #: chain an agent began below ``high`` then does not limit its gated operations.
     acts_for_system: str | None = None
+    #: The payload model of manual runs (``manual=True``): every manual enqueue validates
+    #: its payload against it and stores the validated payload.
+    schema: type[BaseModel] | None = None
 
 
 @dataclass(frozen=True)

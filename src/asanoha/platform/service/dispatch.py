@@ -595,6 +595,8 @@ class Service:
         trigger_event_id: int | None = None,
         delay: float | None = None,
         at: dt.datetime | None = None,
+        manual: bool = True,
+        publish: bool = True,
     ) -> uuid.UUID:
         """Enqueue ``job_qn`` through the outbox: inside ``parent``'s transaction (published
         when it commits), else on its own. ``origin`` is the chain the caller acts for.
@@ -604,10 +606,19 @@ class Service:
         the job (its ``ctx.trigger_event``). ``delay`` (seconds) or ``at`` (an aware
         datetime) hold its first attempt back: the broker holds a short wait, the row a
         longer one (the relay publishes it when it is due).
+
+        ``manual`` (every caller but the platform's own triggers: cron ticks, events): the
+        payload is validated against the job's ``schema=`` (400 ``validation_error`` with
+        the field errors) and stored as validated. ``publish=False`` leaves the row to the
+        relay (a process whose broker reaches no worker).
         """
-        if self.registry.job(job_qn) is None:
+        job = self.registry.job(job_qn)
+        if job is None:
             raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
         countdown = outbox.start_delay(job_qn, delay, at)
+        if manual and job.schema is not None:
+            model = validate_payload(job.schema, payload, job_qn)
+            payload = model.model_dump(mode="json")
         try:
             body = pydantic.TypeAdapter(dict[str, pydantic.JsonValue]).validate_python(payload)
         except pydantic.ValidationError as error:
@@ -624,6 +635,8 @@ class Service:
                     idempotency_key=idempotency_key,
                     trigger_event_id=trigger_event_id,
                     delay=countdown,
+                    manual=manual,
+                    publish=publish,
                 )
         if idempotency_key is not None:
             found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
@@ -636,10 +649,9 @@ class Service:
             message = dataclasses.replace(
                 message, headers={**message.headers, "trigger_event_id": trigger_event_id}
             )
-        if countdown > 0:
-            message = dataclasses.replace(
-                message, countdown=countdown, by_broker=countdown <= self.broker_hold(job_qn)
-            )
+        if countdown > 0 or not publish:
+            by_broker = publish and countdown <= self.broker_hold(job_qn)
+            message = dataclasses.replace(message, countdown=countdown, by_broker=by_broker)
         outbox.write_outbox(parent.conn, self.tables, [message])
         parent.outbox.append(message)
         return message.id

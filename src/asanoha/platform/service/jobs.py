@@ -86,10 +86,14 @@ class Jobs:
         user: SessionUser | None = None,
         delay: float | None = None,
         at: dt.datetime | None = None,
+        publish: bool = True,
         within: Request | None = None,
     ) -> uuid.UUID:
         """Enqueue the job ``job_qn`` by hand (trigger ``manual``), as ``user`` (default:
-        the operator tenant's system user), after ``delay`` seconds or at ``at``."""
+        the operator tenant's system user), after ``delay`` seconds or at ``at``. The
+        payload is validated against the job's ``schema=`` (``ValidationError``: 400
+        ``validation_error`` with the field errors). ``publish=False``: the relay of a
+        worker publishes it."""
         return self._service.enqueue_job(
             job_qn,
             dict(payload or {}),
@@ -97,6 +101,7 @@ class Jobs:
             parent=within,
             delay=delay,
             at=at,
+            publish=publish,
         )
 
     def _operator(self) -> SessionUser:
