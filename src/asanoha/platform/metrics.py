@@ -35,6 +35,7 @@ class PlatformMetrics:
     writes: Counter
     job_attempts: Counter
     job_seconds: Histogram
+    after_commit_failures: Counter
 
 
 _lock = threading.Lock()
@@ -71,6 +72,11 @@ def _build_metrics() -> PlatformMetrics:
             ["job", "outcome"],
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600),
         ),
+        after_commit_failures=Counter(
+            "asanoha_after_commit_hook_failures",
+            "After-commit hooks that raised, by entity.",
+            ["entity"],
+        ),
     )
 
 
@@ -95,6 +101,11 @@ def write_outcome(http_status: int) -> WriteOutcome:
     if http_status < 500:
         return "rejected"
     return "failed"
+
+
+def count_after_commit_failure(entity: str) -> None:
+    """Count one after-commit hook of ``entity`` that raised."""
+    platform_metrics().after_commit_failures.labels(entity).inc()
 
 
 def observe_job_attempt(job: str, outcome: JobOutcome, seconds: float) -> None:

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
-from asanoha import Access, ConflictError, Entity, Feature, WriteContext, fields
+from asanoha import (
+    Access,
+    Agent,
+    ConflictError,
+    Entity,
+    Feature,
+    StoredEvent,
+    ValidationError,
+    WriteContext,
+    fields,
+)
 
 ADMIN = Access(roles=["Admin"])
 
@@ -78,3 +89,58 @@ class SetStatus(BaseModel):
 def import_article(payload: SetStatus, ctx: WriteContext) -> Any:
     """Create an article in any state."""
     return ctx.entity("article").create({"status": payload.status})
+
+
+ticket = Entity(
+    table="contract_tickets",
+    soft_delete=False,
+    fields={
+        "title": fields.text(required=True, personal=False, reason="fixture"),
+        "priority": fields.select(("low", "normal"), default="normal"),
+        "guide": fields.long_text(personal=False, reason="fixture", read_as_instruction=True),
+    },
+)
+contracts.crud("ticket", ticket, write=ADMIN, read=ADMIN, agent={"delete": Agent(risk="high")})
+#: What the hooks saw, for the tests to read (each test clears them).
+VALIDATED: list[dict[str, Any]] = []
+DELETED: list[str] = []
+COMMITTED: list[StoredEvent] = []
+#: Called by the after-commit hook with each event, when a test sets it.
+AFTER_COMMIT_PROBE: list[Callable[[StoredEvent], None]] = []
+
+
+@contracts.validate("ticket")
+def titles_are_not_bad(data: dict[str, Any], previous: Any, is_new: bool) -> None:
+    VALIDATED.append(dict(data))
+    if data.get("title") == "bad":
+        raise ValidationError(
+            fields=[{"path": "title", "type": "refused", "message": "'bad' is no title"}]
+        )
+
+
+@contracts.pre_delete("ticket")
+def keep_kept_tickets(row: dict[str, Any], ctx: Any) -> None:
+    if row["title"] == "keep":
+        raise ConflictError(title=row["title"])
+
+
+@contracts.post_delete("ticket")
+def note_deleted(row: dict[str, Any], ctx: Any) -> None:
+    if row["title"] == "fail-after-delete":
+        raise RuntimeError("post_delete refuses")
+    DELETED.append(str(row["id"]))
+
+
+@contracts.after_commit("ticket")
+def note_committed(event: StoredEvent) -> None:
+    COMMITTED.append(event)
+    for probe in AFTER_COMMIT_PROBE:
+        probe(event)
+    if event.payload.get("data", {}).get("title") == "explode":
+        raise RuntimeError("after_commit fails")
+
+
+@contracts.write_handler("note-ticket", access=ADMIN, agent=Agent(risk="mid"))
+def note_ticket(payload: Place, ctx: WriteContext) -> Any:
+    """A mid-risk write of an instruction field: the gate refuses it (403)."""
+    return ctx.entity("ticket").create({"title": payload.title, "guide": "do this"})

@@ -30,6 +30,7 @@ from asanoha.platform.model.handlers import (
     PreSaveHook,
     payload_model_of,
 )
+from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,6 +49,8 @@ class Feature:
         self.consumers: list[ConsumerDef] = []
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
         self.post_save_hooks: dict[str, list[PostSaveHook]] = {}
+        #: validate, pre_delete, post_delete and after_commit hooks: kind -> entity -> hooks.
+        self.entity_hooks: dict[HookKind, dict[str, list[Hook]]] = {}
         #: Set once a ``Registry`` has read the feature: later declarations would never run.
         self._read_by_registry = False
 
@@ -127,6 +130,7 @@ class Feature:
 
         def register(hook: PreSaveHook) -> PreSaveHook:
             self._check_open(f"a pre_save hook of {entity_name!r}")
+            check_hook("pre_save", hook, f"feature {self.name!r}, entity {entity_name!r}")
             self.pre_save_hooks.setdefault(to_kebab(entity_name), []).append(hook)
             return hook
 
@@ -139,7 +143,42 @@ class Feature:
 
         def register(hook: PostSaveHook) -> PostSaveHook:
             self._check_open(f"a post_save hook of {entity_name!r}")
+            check_hook("post_save", hook, f"feature {self.name!r}, entity {entity_name!r}")
             self.post_save_hooks.setdefault(to_kebab(entity_name), []).append(hook)
+            return hook
+
+        return register
+
+    def validate(self, entity_name: str) -> Callable[[F], F]:
+        """Decorate ``hook(data, previous, is_new) -> None``, run before every create and
+        update after defaults and pre-save hooks and before any gate; it raises
+        ``ValidationError(fields=[{"path", "type", "message"}])`` to refuse the write (400)."""
+        return self._entity_hook("validate", entity_name)
+
+    def pre_delete(self, entity_name: str) -> Callable[[F], F]:
+        """Decorate ``hook(row, ctx)``, run before every delete inside the write
+        transaction; raising refuses the delete."""
+        return self._entity_hook("pre_delete", entity_name)
+
+    def post_delete(self, entity_name: str) -> Callable[[F], F]:
+        """Decorate ``hook(row, ctx)``, run after every delete inside the write transaction."""
+        return self._entity_hook("post_delete", entity_name)
+
+    def after_commit(self, entity_name: str) -> Callable[[F], F]:
+        """Decorate ``hook(event)``, run once the write's transaction has committed, with
+        each stored event of the entity it appended. Never inside the transaction: an
+        exception is logged and counted, never answered to the caller, and not retried;
+        durable follow-up work belongs in a job (``feature.job(on=...)``)."""
+        return self._entity_hook("after_commit", entity_name)
+
+    def _entity_hook(self, kind: HookKind, entity_name: str) -> Callable[[F], F]:
+        self._check_open(f"a {kind} hook of {entity_name!r}")
+
+        def register(hook: F) -> F:
+            self._check_open(f"a {kind} hook of {entity_name!r}")
+            check_hook(kind, hook, f"feature {self.name!r}, entity {entity_name!r}")
+            by_entity = self.entity_hooks.setdefault(kind, {})
+            by_entity.setdefault(to_kebab(entity_name), []).append(hook)
             return hook
 
         return register

@@ -16,6 +16,7 @@ from asanoha.platform.model.handlers import (
     PostSaveHook,
     PreSaveHook,
 )
+from asanoha.platform.model.hooks import Hook, HookKind
 from asanoha.platform.model.names import parse_qn
 
 _Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef)
@@ -37,6 +38,7 @@ class Registry:
         self._entities: dict[str, EntityDef] = {}
         self._pre_save: dict[str, tuple[PreSaveHook, ...]] = {}
         self._post_save: dict[str, tuple[PostSaveHook, ...]] = {}
+        self._hooks: dict[tuple[HookKind, str], tuple[Hook, ...]] = {}
         names: set[str] = set()
         for feature in self.features:
             if feature.name in names:
@@ -63,6 +65,9 @@ class Registry:
             self._pre_save[self._hook_target(feature, name)] = tuple(pre)
         for name, post in feature.post_save_hooks.items():
             self._post_save[self._hook_target(feature, name)] = tuple(post)
+        for kind, by_entity in feature.entity_hooks.items():
+            for name, hooks in by_entity.items():
+                self._hooks[kind, self._hook_target(feature, name)] = tuple(hooks)
 
     def _add(self, table: dict[str, _Def], items: Iterable[_Def]) -> None:
         for item in items:
@@ -183,3 +188,8 @@ class Registry:
     def post_save_hooks(self, entity_key: str) -> tuple[PostSaveHook, ...]:
         """Post-save hooks of the entity ``feature:name``."""
         return self._post_save.get(entity_key, ())
+
+    def hooks(self, kind: HookKind, entity_key: str) -> tuple[Hook, ...]:
+        """The ``kind`` hooks (validate, pre_delete, post_delete, after_commit) of the
+        entity ``feature:name``, in the order they were declared."""
+        return self._hooks.get((kind, entity_key), ())

@@ -29,7 +29,7 @@ from asanoha.platform.errors import (
     UnprocessableError,
     ValidationError,
 )
-from asanoha.platform.metrics import count_failed_write, count_write
+from asanoha.platform.metrics import count_after_commit_failure, count_failed_write, count_write
 from asanoha.platform.model import (
     EntityDef,
     EventDef,
@@ -358,6 +358,23 @@ class Service:
                     listener(request.appended)
                 except Exception:
                     log.warning("commit listener %r failed", listener, exc_info=True)
+            self._run_after_commit_hooks(request.appended)
+
+    def _run_after_commit_hooks(self, events: Sequence[StoredEvent]) -> None:
+        """Each entity's ``after_commit`` hooks with its committed events. A failure is logged
+        and counted, never raised: the caller's write has committed."""
+        for event in events:
+            for hook in self.registry.hooks("after_commit", event.stream_type):
+                try:
+                    hook(event)
+                except Exception:
+                    count_after_commit_failure(event.stream_type)
+                    log.exception(
+                        "after_commit hook %r of %s failed on event %s",
+                        hook,
+                        event.stream_type,
+                        event.id,
+                    )
 
     def _run_nested(
         self,

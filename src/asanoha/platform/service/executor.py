@@ -279,6 +279,7 @@ class EntityExecutor(EntityReader):
                 default = declared.default
                 values[name] = default() if callable(default) else default
         values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
+        self._run_validate(values, None, is_new=True)
         self._check_write_gates("create", values)
         self._check_transitions(None, values)
         return self._record(  # type: ignore[return-value]
@@ -312,6 +313,7 @@ class EntityExecutor(EntityReader):
                 stream_id=str(row["id"]), expected_version=version, current_version=row["version"]
             )
         values = self._run_pre_save(values, row, is_new=False, model=model)
+        self._run_validate(values, row, is_new=False)
         self._check_write_gates("update", values)
         self._check_transitions(row, values)
         return self._record(  # type: ignore[return-value]
@@ -328,7 +330,11 @@ class EntityExecutor(EntityReader):
         if hard:
             gates.check_irreversible(self._request, self.entity_def, "delete")
         row = self._load_live(id, for_update=True)
+        for hook in self._service.registry.hooks("pre_delete", self.entity_def.key):
+            hook(dict(row), self)
         projected = self._record(str(row["id"]), row["version"], "deleted", {"hard": hard})
+        for hook in self._service.registry.hooks("post_delete", self.entity_def.key):
+            hook(dict(projected or row), self)
         return projected or {"id": row["id"], "version": row["version"] + 1, "deleted": True}
 
     def restore(self, id: uuid.UUID | str) -> Row:
@@ -388,6 +394,16 @@ class EntityExecutor(EntityReader):
                     fields=field_errors(error),
                 ) from None
         return values
+
+    def _run_validate(self, values: dict[str, Any], previous: Row | None, *, is_new: bool) -> None:
+        """The entity's validate hooks; a refusal names the handler that wrote."""
+        for hook in self._service.registry.hooks("validate", self.entity_def.key):
+            try:
+                hook(dict(values), previous, is_new)
+            except ValidationError as error:
+                error.details.setdefault("handler", self._handler_qn)
+                error.details.setdefault("entity", self.entity_def.key)
+                raise
 
     @functools.cached_property
     def _moves_freely(self) -> bool:
