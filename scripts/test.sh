@@ -11,6 +11,9 @@ scripts/services.sh
 scripts/browser.sh
 scripts/venv.sh
 workers=${ASANOHA_TEST_WORKERS:-1}
+case "$workers" in
+  '' | *[!0-9]*) echo "ASANOHA_TEST_WORKERS must be a number of workers, not '$workers'" >&2; exit 2 ;;
+esac
 if [ "$workers" -le 1 ]; then
   exec .venv/bin/python -m pytest "$@"
 fi
