@@ -163,7 +163,8 @@ def beat(
         Path, typer.Option(help="File where beat keeps the time of each entry's last run.")
     ] = Path("celerybeat-schedule"),
 ) -> None:
-    """Run Celery beat: the cron jobs and the prune of finished job rows. Run exactly one
+    """Run Celery beat: the cron jobs and the prune of finished job rows. Two may run side
+    by side for availability: each cron tick is recorded once, by (job, scheduled time)
     (refuses a schema that is behind)."""
     loaded = load_app(app)
     # It neither signs nor checks bearer tokens, but a wrong setting fails here, not later.

@@ -2,12 +2,20 @@
 
 Beat sends no job message itself: each tick runs ``asanoha.cron``, which enqueues the job
 through the outbox like any other enqueue, so a cron run has a job row and its record.
+
+Each tick is recorded once in the database, keyed by (job, scheduled time): the message
+carries the tick's scheduled time, computed in the beat process when it sends it (a
+``BeatLazyFunc`` argument), and the job row's idempotency key is the job QN and that
+time. Two beats side by side (for availability) send each tick twice; the second
+enqueue finds the first row and enqueues nothing.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
 from asanoha.platform.errors import DefinitionError
@@ -59,7 +67,48 @@ def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dic
         schedule[job.qn] = {
             "task": CRON_TASK_NAME,
             "schedule": parse_cron(job.cron, job.qn),
-            "args": [job.qn],
+            # The tick's scheduled time, computed by beat when it sends the tick.
+            "args": [job.qn, BeatLazyFunc(scheduled_tick, job.cron, job.qn)],
             "options": {"queue": queue},
         }
     return schedule
+
+
+#: How far back ``latest_tick`` looks for a time the expression matches (a Feb 29 cron).
+LOOK_BACK = dt.timedelta(days=8 * 366)
+
+
+def latest_tick(schedule: crontab, now: dt.datetime) -> dt.datetime:
+    """The latest minute at or before ``now`` (UTC) that ``schedule`` matches: the scheduled
+    time of the tick beat sends at ``now``, also when beat sends it late (a tick it missed
+    while it was down runs at its start). As Celery's crontab does, every field must match
+    (day of month and day of week together)."""
+    moment = now.astimezone(dt.UTC).replace(second=0, microsecond=0)
+    oldest = moment - LOOK_BACK
+    while moment >= oldest:
+        # Celery counts days of the week from Sunday (0); Python from Monday (0).
+        weekday = (moment.weekday() + 1) % 7
+        if (
+            moment.month not in schedule.month_of_year
+            or moment.day not in schedule.day_of_month
+            or weekday not in schedule.day_of_week
+        ):
+            # Skip the rest of the day: to the last minute of the day before.
+            moment = moment.replace(hour=0, minute=0) - dt.timedelta(minutes=1)
+        elif moment.hour not in schedule.hour:
+            moment = moment.replace(minute=0) - dt.timedelta(minutes=1)
+        elif moment.minute not in schedule.minute:
+            moment -= dt.timedelta(minutes=1)
+        else:
+            return moment
+    raise ValueError(f"no time in the last {LOOK_BACK.days} days matches {schedule!r}")
+
+
+def scheduled_tick(expression: str, job_qn: str) -> str:
+    """The scheduled time (ISO 8601, UTC) of the tick of ``job_qn`` beat sends now."""
+    return latest_tick(parse_cron(expression, job_qn), dt.datetime.now(dt.UTC)).isoformat()
+
+
+def cron_tick_key(job_qn: str, tick: str) -> str:
+    """The idempotency key of a cron tick's job row: one row per (job, scheduled time)."""
+    return f"{job_qn}@cron:{tick}"

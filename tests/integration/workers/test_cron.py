@@ -55,3 +55,39 @@ def test_the_prune_deletes_finished_rows_older_than_the_retention(jobs_stack):
     stack.drain()
     assert [row.id for row in job_rows(stack)] == [recent.id]
     assert [run.task_id for run in job_runs(stack)] == [str(recent.id)]
+
+
+def test_each_tick_runs_once_however_many_beats_send_it(jobs_stack):
+    seen: list[Any] = []
+    stack = jobs_stack([_feature(seen)])
+    # Two beats send each tick: both messages arrive, one job row per (job, tick) runs.
+    for _ in range(2):
+        _send(stack, CRON_TASK_NAME, "clock:job:tick", "2026-05-04T12:00:00+00:00")
+        _send(stack, CRON_TASK_NAME, "clock:job:tick", "2026-05-04T12:05:00+00:00")
+    stack.drain()
+    assert len(seen) == 2
+    rows = job_rows(stack)
+    assert sorted(row.idempotency_key for row in rows) == [
+        "clock:job:tick@cron:2026-05-04T12:00:00+00:00",
+        "clock:job:tick@cron:2026-05-04T12:05:00+00:00",
+    ]
+    assert [row.state for row in rows] == ["succeeded", "succeeded"]
+
+
+def test_two_enqueues_of_one_tick_at_the_same_moment_make_one_row(asanoha_stack):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asanoha.workers.cron_tasks import enqueue_cron_tick
+
+    stack = asanoha_stack(features=[_feature([])])
+    app = stack.app
+    tick = "2026-05-04T12:00:00+00:00"
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(
+            pool.map(
+                lambda _: enqueue_cron_tick(app.service, app.settings, "clock:job:tick", tick),
+                range(4),
+            )
+        )
+    assert len(set(ids)) == 1
+    assert len(job_rows(stack)) == 1

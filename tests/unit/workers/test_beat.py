@@ -1,10 +1,19 @@
+import datetime as dt
+
 import pytest
+from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature, Registry
 from asanoha.platform.settings import Settings
-from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME, build_beat_schedule, parse_cron
+from asanoha.workers.beat import (
+    CRON_TASK_NAME,
+    PRUNE_TASK_NAME,
+    build_beat_schedule,
+    latest_tick,
+    parse_cron,
+)
 
 
 def test_a_five_field_expression_becomes_a_crontab():
@@ -43,6 +52,48 @@ def test_the_schedule_has_every_cron_job_and_the_prune_but_no_relay():
     entry = schedule["clock:job:nightly"]
     # Beat enqueues the job through the outbox (a job row), never sends the job itself.
     assert entry["task"] == CRON_TASK_NAME
-    assert entry["args"] == ["clock:job:nightly"]
+    # The job and the tick's scheduled time, computed by beat as it sends the tick.
+    job_qn, tick = entry["args"]
+    assert (job_qn, isinstance(tick, BeatLazyFunc)) == ("clock:job:nightly", True)
+    assert dt.datetime.fromisoformat(tick()).time() == dt.time(2, 0)
     assert entry["options"] == {"queue": "p1.worker"}
     assert schedule[PRUNE_TASK_NAME]["options"] == {"queue": "p1.worker"}
+
+
+UTC = dt.UTC
+
+
+@pytest.mark.parametrize(
+    ("expression", "now", "tick"),
+    [
+        # On time, a little late, and a tick beat sends minutes late (missed while down).
+        (
+            "* * * * *",
+            dt.datetime(2026, 5, 4, 12, 0, 0, 300, UTC),
+            dt.datetime(2026, 5, 4, 12, 0, tzinfo=UTC),
+        ),
+        (
+            "*/15 * * * *",
+            dt.datetime(2026, 5, 4, 12, 16, 59, tzinfo=UTC),
+            dt.datetime(2026, 5, 4, 12, 15, tzinfo=UTC),
+        ),
+        (
+            "0 2 * * *",
+            dt.datetime(2026, 5, 4, 1, 0, tzinfo=UTC),
+            dt.datetime(2026, 5, 3, 2, 0, tzinfo=UTC),
+        ),
+        # Mondays at 9 (Celery: 1 = Monday); 2026-05-04 is a Monday.
+        (
+            "0 9 * * 1",
+            dt.datetime(2026, 5, 10, 23, 0, tzinfo=UTC),
+            dt.datetime(2026, 5, 4, 9, 0, tzinfo=UTC),
+        ),
+        (
+            "30 6 29 2 *",
+            dt.datetime(2026, 5, 4, 0, 0, tzinfo=UTC),
+            dt.datetime(2024, 2, 29, 6, 30, tzinfo=UTC),
+        ),
+    ],
+)
+def test_the_tick_is_the_latest_time_the_expression_matches(expression, now, tick):
+    assert latest_tick(parse_cron(expression, "f:job:x"), now) == tick
