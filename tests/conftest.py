@@ -37,6 +37,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # A pytest-xdist worker sends each report to the main process as UTF-8, which a lone
+    # surrogate cannot be (the tests of error sanitising log one); unescaped, the worker dies.
+    report.sections = [(title, _encodable(content)) for title, content in report.sections]
+    if report.failed and report.longrepr is not None:
+        text = str(report.longrepr)
+        if _encodable(text) != text:
+            report.longrepr = _encodable(text)
+
+
+def _encodable(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @pytest.fixture
 def private_redis() -> Iterator[PrivateRedis]:
     """A running private ``redis-server`` on a port of its own (stopped after the test)."""
