@@ -442,7 +442,12 @@ def recover_lost_attempts(
     cutoff = now - dt.timedelta(seconds=older_than)
     query = (
         select(
-            outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.headers, outbox.c.started_at
+            outbox.c.id,
+            outbox.c.job_qn,
+            outbox.c.attempt,
+            outbox.c.headers,
+            outbox.c.started_at,
+            outbox.c.cancel_requested,
         )
         .where(outbox.c.state == RUNNING, outbox.c.started_at < cutoff)
         .limit(100)
@@ -455,13 +460,15 @@ def recover_lost_attempts(
                 f"WorkerLostError: attempt {row.attempt} recorded no end within {older_than:g} s"
             )
             final = row.attempt > retries_of(row.job_qn)
+            # An attempt an operator asked to stop gets no next one.
+            state = FAILED if final else CANCELLED if row.cancel_requested else PENDING
             conn.execute(
                 update(outbox)
                 .where(outbox.c.id == row.id, outbox.c.state == RUNNING)
                 .values(
-                    state=FAILED if final else PENDING,
+                    state=state,
                     last_error=error,
-                    finished_at=now if final else None,
+                    finished_at=None if state == PENDING else now,
                     not_before=now,
                     relay_after=now,
                     published_at=None,

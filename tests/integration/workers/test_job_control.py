@@ -189,3 +189,16 @@ def test_delay_and_at_together_are_refused_and_write_nothing(jobs_stack):
         )
     with stack.nothing_written(), pytest.raises(ValueError, match="delay= is a number"):
         stack.dispatch_job(NOTE, {}, delay=-1)
+
+
+def test_cancel_and_snooze_hold_on_sqlite_too(asanoha_stack):
+    seen = Seen()
+    stack = asanoha_stack(features=[control_feature(seen)], jobs=True, database="sqlite")
+    job_id = uuid.UUID(stack.dispatch_job(LOOP, {}))
+    assert seen.started.wait(10)
+    assert stack.app.jobs.cancel(job_id).state == "running"
+    stack.dispatch_job(NAP, {"seconds": 0.5})
+    summary = stack.drain()
+    assert (summary.cancelled, summary.snoozed, summary.failed) == (1, 1, 0)
+    assert row_of(stack, job_id).state == "cancelled"
+    assert [attempt for job, attempt, _ in seen.calls if job == "nap"] == [1, 1]
