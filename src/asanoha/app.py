@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
+from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature, Registry
 from asanoha.platform.schema import (
     DEFAULT_APP_MIGRATIONS,
@@ -19,6 +20,7 @@ from asanoha.platform.schema import (
 from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.service.approvals import approval_key
 from asanoha.platform.service.jobs import Jobs
+from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, StoredEvent
 
@@ -82,6 +84,7 @@ class App:
             approval_key=approval_key(approval_secret) if approval_secret else None,
             operator_tenant=self.settings.operator_tenant,
             idempotency_ttl=self.settings.idempotency_ttl,
+            rate_limiter=self._rate_limiter(),
             broker_hold=self._broker_hold,
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
@@ -90,6 +93,19 @@ class App:
         self.consumers = Consumers(self.service)
         if self.consumers and self.settings.consumer_wake and publish_jobs:
             self.service.add_commit_listener(self._wake_consumers)
+
+    def _rate_limiter(self) -> RateLimiter | None:
+        """The Redis counter of rate limits, when a handler declares one."""
+        limited = [handler.qn for handler in self.registry.handlers if handler.rate_limit]
+        if not limited:
+            return None
+        url = self.settings.rate_limit_redis_url
+        if url is None:
+            raise DefinitionError(
+                f"{limited[0]} declares rate_limit=, which is counted in Redis; set "
+                "ASANOHA_RATE_LIMIT_URL (or a redis:// ASANOHA_BROKER_URL)"
+            )
+        return RateLimiter(url, namespace=self.settings.queue_prefix)
 
     def _broker_hold(self, job_qn: str) -> float:
         """The longest countdown the broker may hold for ``job_qn`` (see ``retry_policy``)."""

@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(default=100, ge=1)
     #: Seconds the first outcome of an idempotent write is kept under its key.
     idempotency_ttl: int = Field(default=86400, ge=1)
+    #: The Redis that counts rate limits; ``None``: ``broker_url`` when it is a Redis.
+    rate_limit_url: str | None = None
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)
@@ -113,6 +115,15 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite") and self.broker_url.startswith(
             EMBEDDED_BROKER_URL
         )
+
+    @property
+    def rate_limit_redis_url(self) -> str | None:
+        """Where rate limits are counted: ``rate_limit_url``, else a Redis broker, else none."""
+        if self.rate_limit_url:
+            return self.rate_limit_url
+        if self.broker_url.startswith(("redis://", "rediss://")):
+            return self.broker_url
+        return None
 
     @property
     def approval_signing_secret(self) -> str | None:

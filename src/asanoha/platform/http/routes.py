@@ -38,7 +38,11 @@ Call = Callable[[Request, SessionUser, Any], Any]
 def request_meta(request: Request) -> RequestMeta:
     """The request and correlation ids of ``request``, for event metadata and job headers."""
     request_id, correlation_id = request_ids_of(request)
-    return RequestMeta(request_id=request_id, correlation_id=correlation_id)
+    return RequestMeta(
+        request_id=request_id,
+        correlation_id=correlation_id,
+        client_ip=request.client.host if request.client else None,
+    )
 
 
 def replay_of(request: Request) -> Replay:

@@ -100,7 +100,21 @@ def error_response(request: Request, error: AsanohaError) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if error.http_status == 503:
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    if error.http_status == 429:
+        headers.update(rate_limit_headers(error.details))
     return WireResponse(body, status_code=error.http_status, headers=headers or None)
+
+
+def rate_limit_headers(details: dict[str, Any]) -> dict[str, str]:
+    """``Retry-After`` and the ``RateLimit-*`` fields (IETF draft) of a 429's details."""
+    retry_after = str(details.get("retry_after", RETRY_AFTER_SECONDS))
+    headers = {"Retry-After": retry_after, "RateLimit-Reset": retry_after}
+    if "limit" in details:
+        headers["RateLimit-Limit"] = str(details["limit"])
+        headers["RateLimit-Remaining"] = str(details.get("remaining", 0))
+        if "window_seconds" in details:
+            headers["RateLimit-Policy"] = f"{details['limit']};w={details['window_seconds']}"
+    return headers
 
 
 def internal_error_response(

@@ -16,6 +16,7 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.job_outcomes import JobCancelled, Snooze
 from asanoha.platform.model.names import make_qn, parse_qn, to_kebab
+from asanoha.platform.model.rate_limit import RateLimit
 from asanoha.platform.model.registry import Registry
 from asanoha.platform.model.users import SYSTEM_ROLE, SessionUser
 
@@ -34,6 +35,7 @@ __all__ = [
     "HandlerDef",
     "JobCancelled",
     "JobDef",
+    "RateLimit",
     "Registry",
     "Risk",
     "SessionUser",

@@ -32,6 +32,7 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
+from asanoha.platform.model.rate_limit import RateLimit
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
@@ -197,6 +198,7 @@ class Feature:
         system_identity: str | None = None,
         raw_sql: str | None = None,
         skip_transition_guard: str | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
 
@@ -205,7 +207,8 @@ class Feature:
         it act as the tenant's system user. ``raw_sql="<reason>"`` gives it ``ctx.sql``: SQL
         on its own tables in the write's transaction (never on entity or platform tables).
         ``skip_transition_guard="<reason>"``: its entity writes may move a field outside the
-        entity's declared ``transitions`` (a repair, an import).
+        entity's declared ``transitions`` (a repair, an import). ``rate_limit=RateLimit(...)``:
+        how often one caller may call it (429 ``rate_limited`` beyond).
         """
         qn = make_qn(self.name, "write", name)
         return self._handler(
@@ -219,6 +222,7 @@ class Feature:
             system_identity=_reason_or_none(system_identity, qn, "system_identity"),
             raw_sql=_raw_sql(raw_sql, qn),
             skip_transition_guard=_skip_transition_guard(skip_transition_guard, qn),
+            rate_limit=_rate_limit(rate_limit, qn),
         )
 
     def query_handler(
@@ -230,13 +234,22 @@ class Feature:
         description: str | None = None,
         schema: type[BaseModel] | None = None,
         raw_sql: str | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: QueryContext)`` as ``<feature>:query:<name>``.
 
-        ``raw_sql="<reason>"`` gives it ``ctx.sql``: reads of its own tables."""
+        ``raw_sql="<reason>"`` gives it ``ctx.sql``: reads of its own tables.
+        ``rate_limit=RateLimit(...)``: how often one caller may call it."""
         qn = make_qn(self.name, "query", name)
         return self._handler(
-            "query", name, access, agent, description, schema, raw_sql=_raw_sql(raw_sql, qn)
+            "query",
+            name,
+            access,
+            agent,
+            description,
+            schema,
+            raw_sql=_raw_sql(raw_sql, qn),
+            rate_limit=_rate_limit(rate_limit, qn),
         )
 
     def _handler(
@@ -252,6 +265,7 @@ class Feature:
         system_identity: str | None = None,
         raw_sql: str | None = None,
         skip_transition_guard: str | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
@@ -273,6 +287,7 @@ class Feature:
                     system_identity=system_identity,
                     raw_sql=raw_sql,
                     skip_transition_guard=skip_transition_guard,
+                    rate_limit=rate_limit,
                 )
             )
             return func
@@ -484,6 +499,12 @@ def _reason_or_none(reason: str | None, qn: str, option: str) -> str | None:
     if not isinstance(reason, str) or not reason.strip():
         raise DefinitionError(f"{qn}: {option}= needs a non-blank reason (why it may switch)")
     return reason
+
+
+def _rate_limit(limit: RateLimit | None, qn: str) -> RateLimit | None:
+    if limit is not None and not isinstance(limit, RateLimit):
+        raise DefinitionError(f"{qn}: rate_limit= takes RateLimit('20/minute', per=...)")
+    return limit
 
 
 def _skip_transition_guard(reason: str | None, qn: str) -> str | None:

@@ -16,6 +16,7 @@ from asanoha.platform.model.agent import Agent
 from asanoha.platform.model.agent_hints import check_declared_hints
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.rate_limit import RateLimit
 
 HandlerKind = Literal["write", "query"]
 CrudVerb = Literal["create", "update", "delete", "restore", "list", "detail"]
@@ -82,6 +83,8 @@ class HandlerDef:
     #: Why the handler's entity writes may move a field outside its declared transitions;
     #: ``None``: every move is checked.
     skip_transition_guard: str | None = None
+    #: How often one caller may call the handler; ``None``: no limit.
+    rate_limit: RateLimit | None = None
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses

@@ -45,6 +45,7 @@ from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
+from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
     Acting,
     EntryHandler,
@@ -91,11 +92,14 @@ class Service:
         approval_key: bytes | None = None,
         operator_tenant: str | None = None,
         idempotency_ttl: float = 86400.0,
+        rate_limiter: RateLimiter | None = None,
         broker_hold: Callable[[str], float] | None = None,
     ) -> None:
         self.registry = registry
         #: Seconds an idempotent write's outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
         self.idempotency_ttl = idempotency_ttl
+        #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
+        self.rate_limiter = rate_limiter
         #: job qn -> the longest countdown the broker may hold for it; a job delayed longer
         #: waits in its row for the relay (without: every delayed job waits in its row).
         self.broker_hold = broker_hold or (lambda job_qn: 0.0)
@@ -154,6 +158,7 @@ class Service:
         refused: AsanohaError | None = None
         try:
             handler, model = self._admit(qn, "write", payload, user)
+            self._check_rate(handler, user, meta)
             key = self._key_of(idempotency_key, handler.qn, user, payload_digest(model))
             with self.database.begin() as conn:
                 stored = self._claim(conn, key, replay)
@@ -244,6 +249,7 @@ class Service:
         for index, (qn, payload) in enumerate(items):
             try:
                 handler, model = self._admit(qn, "write", payload, user)
+                self._check_rate(handler, user, meta)
                 if not holder:
                     holder.append(self._open(conn, "write", handler, user, meta, None))
                     request = holder[0]
@@ -470,6 +476,7 @@ class Service:
         handler, model = self._admit(qn, "query", payload, user)
         if parent is not None:
             return handler.func(model, QueryContext(self, parent, handler, user))
+        self._check_rate(handler, user, meta)
         with self.database.read_only() as conn:
             request = self._open(conn, "query", handler, user, meta, None)
             request.reads = reads
@@ -719,6 +726,18 @@ class Service:
             )
         check_storable(payload, handler.qn)
         return handler, validate_payload(handler.payload_model, payload, handler.qn)
+
+    def _check_rate(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
+        """Count a top-level call of a rate-limited handler (see ``rate_limits``)."""
+        if handler.rate_limit is None:
+            return
+        if self.rate_limiter is None:
+            # App refuses to start this way; a bare Service must be given a limiter.
+            raise RuntimeError(
+                f"{handler.qn} declares rate_limit= but the service has no rate limiter; "
+                "set ASANOHA_RATE_LIMIT_URL (or a redis:// ASANOHA_BROKER_URL)"
+            )
+        self.rate_limiter.check(handler, user, meta)
 
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:
         entry = self._entries.get(handler.qn)

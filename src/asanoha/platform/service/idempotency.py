@@ -135,11 +135,13 @@ def is_storable(error: BaseException) -> bool:
     """Whether ``error`` is an outcome to keep: a refusal (4xx), never a failure (5xx).
 
     A refusal for a missing or spent approval token is not kept either: it depends on the
-    token, which the digest does not cover, and the agent is told to call again with one.
+    token, which the digest does not cover, and the agent is told to call again with one;
+    nor is a rate limit's 429, which says to try again later.
     """
     return (
         isinstance(error, AsanohaError)
         and 400 <= error.http_status < 500
+        and error.http_status != 429
         and not str(error.reason).startswith("agent.approval")
     )
 

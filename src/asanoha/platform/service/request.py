@@ -46,6 +46,8 @@ class RequestMeta:
     request_id: str | None = None
     correlation_id: str | None = None
     causation_id: str | None = None
+    #: The HTTP client's address (what ``RateLimit(per="ip")`` counts by).
+    client_ip: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,77 @@
+"""Rate limits of handlers, counted in Redis through the ``limits`` library.
+
+Counted after admission (the handler exists, admits the caller, accepts the payload) and
+before anything else, so a refused call writes nothing. The counts are shared by every
+process of the application (never process memory), in a moving window per handler and
+caller; the keys carry the application's queue prefix, so applications can share a server.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from limits.errors import StorageError
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+
+from asanoha.platform.errors import RateLimitError, Reasons, ServiceUnavailableError
+from asanoha.platform.model import HandlerDef, SessionUser
+from asanoha.platform.model.rate_limit import RateLimit
+from asanoha.platform.service.request import RequestMeta
+
+log = logging.getLogger("asanoha.service")
+
+
+class RateLimiter:
+    """Counts calls of rate-limited handlers in the Redis at ``url``."""
+
+    def __init__(self, url: str, namespace: str) -> None:
+        self._namespace = namespace
+        # wrap_exceptions: a Redis that does not answer raises StorageError, whatever the
+        # client library's own exception.
+        storage = storage_from_string(url, wrap_exceptions=True)
+        self._strategy = MovingWindowRateLimiter(storage)
+
+    def check(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
+        """Count one call of ``handler`` by ``user``; ``RateLimitError`` (429) when it is one
+        too many, ``ServiceUnavailableError`` (503) when Redis does not answer."""
+        limit = handler.rate_limit
+        if limit is None:
+            return
+        item = limit.item
+        key = (self._namespace, handler.qn, *scope_of(limit, user, meta))
+        try:
+            allowed = self._strategy.hit(item, *key)
+            stats = None if allowed else self._strategy.get_window_stats(item, *key)
+        except (StorageError, OSError) as error:
+            if limit.fail_open:
+                log.warning("rate limit of %s not counted (%s); admitted", handler.qn, error)
+                return
+            raise ServiceUnavailableError(
+                Reasons.RATE_LIMIT_UNAVAILABLE, handler=handler.qn
+            ) from None
+        if stats is None:
+            return
+        retry_after = max(1, math.ceil(stats.reset_time - time.time()))
+        raise RateLimitError(
+            handler=handler.qn,
+            limit=item.amount,
+            window_seconds=item.get_expiry(),
+            remaining=stats.remaining,
+            retry_after=retry_after,
+            per=limit.per,
+        )
+
+
+def scope_of(limit: RateLimit, user: SessionUser, meta: RequestMeta | None) -> tuple[str, ...]:
+    """Whose calls count together under ``limit``."""
+    if limit.per == "tenant":
+        return ("tenant", user.tenant_id)
+    if limit.per == "ip" and meta is not None and meta.client_ip:
+        return ("ip", meta.client_ip)
+    if limit.per == "user":
+        return ("user", user.tenant_id, user.id)
+    # principal, and ip without an address (jobs, consumers): the acting principal.
+    return ("principal", user.tenant_id, user.id, user.agent or "")
