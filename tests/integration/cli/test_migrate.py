@@ -9,18 +9,12 @@ from sqlalchemy import create_engine, inspect
 from sqlalchemy.pool import NullPool
 
 from asanoha.platform.store.database import normalize_url
-from asanoha.platform.store.migrations import platform_head
+from asanoha.platform.store.migrations import PLATFORM_VERSION_TABLE, platform_head
+from asanoha.platform.store.migrations.runner import platform_metadata
 from tests.integration.cli.conftest import Project
 
-PLATFORM_TABLES = {
-    "asanoha_alembic_version",
-    "asanoha_events",
-    "asanoha_outbox",
-    "asanoha_job_runs",
-    "asanoha_consumers",
-    "asanoha_agent_approvals",
-    "asanoha_instruction_provenance",
-}
+#: Every table the platform declares, and the version table of its migrations.
+PLATFORM_TABLES = {*platform_metadata().tables, PLATFORM_VERSION_TABLE}
 
 
 def table_names(project: Project) -> set[str]:
