@@ -82,7 +82,8 @@ def test_the_celery_side_is_one_object_owning_its_publisher():
 def test_cron_jobs_and_the_prune_are_on_the_beat_schedule():
     schedule = make_celery(_app()).celery.conf.beat_schedule
     assert schedule["shop:job:report"]["task"] == CRON_TASK_NAME
-    assert schedule["shop:job:report"]["args"] == ["shop:job:report"]
+    # The job, and the tick's scheduled time beat computes as it sends the tick.
+    assert schedule["shop:job:report"]["args"][0] == "shop:job:report"
     assert "shop:job:confirm" not in schedule
     assert schedule[PRUNE_TASK_NAME]["task"] == PRUNE_TASK_NAME
 
