@@ -190,9 +190,13 @@ class Stack:
         *,
         delay: float | None = None,
         at: dt.datetime | None = None,
+        priority: int | None = None,
     ) -> Any:
-        """Dispatch the job ``qn`` by hand; it starts after ``delay`` seconds or at ``at``."""
-        return self._runtime().dispatch(qn, dict(payload or {}), user, delay=delay, at=at)
+        """Dispatch the job ``qn`` by hand; it starts after ``delay`` seconds or at ``at``,
+        with ``priority`` (0..9) instead of the job's own."""
+        return self._runtime().dispatch(
+            qn, dict(payload or {}), user, delay=delay, at=at, priority=priority
+        )
 
     def _runtime(self) -> JobRuntime:
         if self._jobs is None:

@@ -22,6 +22,7 @@ from asanoha.workers.lanes import lane_queues, queue_for_job, queue_name
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 from asanoha.workers.outcomes import JobOutcomes
 from asanoha.workers.pending import BrokerProbe, make_probe
+from asanoha.workers.priorities import JobPriorities
 from asanoha.workers.relay_loop import RelayLoop
 from asanoha.workers.retry_policy import check_job_limits
 
@@ -107,7 +108,8 @@ def make_celery(app: App) -> CeleryJobs:
         job = registry.job(job_qn)
         return queue_for_job(settings, job) if job is not None else default_queue
 
-    publisher = CeleryOutboxPublisher(celery, route)
+    priorities = JobPriorities.of(registry, settings.broker_url)
+    publisher = CeleryOutboxPublisher(celery, route, priorities.broker_priority)
     rows = job_rows_for(app.database, app.service.tables)
     runner = AttemptRunner(app.service, rows, publisher, settings)
     for job in registry.jobs:
@@ -156,7 +158,9 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
     celery.conf.update(
         broker_url=settings.broker_url,
         broker_transport_options=_transport_options(
-            settings.broker_url, settings.visibility_timeout
+            settings.broker_url,
+            settings.visibility_timeout,
+            JobPriorities.of(registry, settings.broker_url).used,
         ),
         broker_connection_retry_on_startup=True,
         task_default_queue=default_queue,
@@ -164,7 +168,10 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
         task_default_routing_key=default_queue,
         # Every lane queue declared up front, as Celery would declare it on first use: so
         # that commands working on "the app's queues" ('celery purge') see every lane.
-        task_queues=[_lane_queue(name) for name in lane_queues(settings)],
+        task_queues=[
+            _lane_queue(name, JobPriorities.of(registry, settings.broker_url).queue_arguments)
+            for name in lane_queues(settings)
+        ],
         task_routes={job.qn: {"queue": queue_for_job(settings, job)} for job in registry.jobs},
         # Remote control commands of one application never reach another's workers, and
         # its task and worker events reach only its own monitors (Flower), not another's.
@@ -188,12 +195,14 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
     return celery
 
 
-def _lane_queue(name: str) -> Queue:
+def _lane_queue(name: str, arguments: dict[str, Any] | None) -> Queue:
     exchange = Exchange(name, type="direct")  # type: ignore[no-untyped-call]
-    return Queue(name, exchange, routing_key=name)  # type: ignore[no-untyped-call]
+    return Queue(name, exchange, routing_key=name, queue_arguments=arguments)  # type: ignore[no-untyped-call]
 
 
-def _transport_options(broker_url: str, visibility_timeout: float) -> dict[str, Any]:
+def _transport_options(
+    broker_url: str, visibility_timeout: float, priorities: bool = False
+) -> dict[str, Any]:
     scheme = broker_url.split("://", 1)[0]
     if scheme == "memory":
         return {"polling_interval": MEMORY_POLLING_INTERVAL}
@@ -205,7 +214,10 @@ def _transport_options(broker_url: str, visibility_timeout: float) -> dict[str, 
     # interval * throttle seconds (100 s by default): keep it a fraction of the visibility
     # timeout, so a crashed worker's job comes back soon after the timeout has passed.
     restore_interval = max(1, min(10, int(visibility_timeout / 4)))
+    # Ten steps, one list per priority (kombu's default merges them into four).
+    steps = {"priority_steps": list(range(10))} if priorities else {}
     return {
+        **steps,
         "visibility_timeout": visibility_timeout,
         "unacked_restore_interval": restore_interval,
         "unacked_restore_throttle": 1,

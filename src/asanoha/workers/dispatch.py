@@ -19,8 +19,9 @@ def dispatch_job(
     *,
     delay: float | None = None,
     at: dt.datetime | None = None,
+    priority: int | None = None,
 ) -> str:
     """Enqueue ``job_qn`` with ``payload`` as ``user`` (default: the default tenant's system
     user), to start after ``delay`` seconds or at ``at``; return the task id (the job row's
     id)."""
-    return str(app.jobs.run(job_qn, payload, user=user, delay=delay, at=at))
+    return str(app.jobs.run(job_qn, payload, user=user, delay=delay, at=at, priority=priority))

@@ -177,9 +177,11 @@ class JobContext:
         *,
         delay: float | None = None,
         at: dt.datetime | None = None,
+        priority: int | None = None,
     ) -> uuid.UUID:
         """Enqueue the job ``job_qn`` (through the outbox) as the tenant's system user;
-        its first attempt starts after ``delay`` seconds or at ``at``."""
+        its first attempt starts after ``delay`` seconds or at ``at``; ``priority`` (0..9)
+        overrides the job's declared one."""
         return self._service.enqueue_job(
             job_qn,
             payload,
@@ -188,6 +190,7 @@ class JobContext:
             origin=self.meta.origin,
             delay=delay,
             at=at,
+            priority=priority,
         )
 
     @property

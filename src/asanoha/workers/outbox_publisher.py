@@ -18,10 +18,17 @@ class CeleryOutboxPublisher:
     without running.
     """
 
-    def __init__(self, celery: Celery, route: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        celery: Celery,
+        route: Callable[[str], str],
+        priority: Callable[[OutboxMessage], int | None] | None = None,
+    ) -> None:
         self.celery = celery
         #: job qn -> queue name
         self.route = route
+        #: message -> the broker's ``priority`` property (``None``: none sent)
+        self.priority = priority or (lambda message: None)
 
     def publish(self, message: OutboxMessage) -> None:
         """Send ``message``; raises when the broker does not take it."""
@@ -33,4 +40,5 @@ class CeleryOutboxPublisher:
             # attempt = retries + 1 on the worker, as for Celery's own retries.
             retries=message.attempt - 1,
             countdown=message.countdown or None,
+            priority=self.priority(message),
         )

@@ -131,9 +131,10 @@ class JobRuntime:
         *,
         delay: float | None = None,
         at: dt.datetime | None = None,
+        priority: int | None = None,
     ) -> str:
         """Enqueue ``job_qn`` by hand; return its task id."""
-        return dispatch_job(self.app, job_qn, payload, user, delay=delay, at=at)
+        return dispatch_job(self.app, job_qn, payload, user, delay=delay, at=at, priority=priority)
 
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Wait until every job has settled (see ``Drainer.drain``)."""

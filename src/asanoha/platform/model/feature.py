@@ -28,6 +28,7 @@ from asanoha.platform.model.handlers import (
     Lane,
     PostSaveHook,
     PreSaveHook,
+    check_priority,
     payload_model_of,
 )
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
@@ -325,6 +326,7 @@ class Feature:
         no_retry_on: Iterable[type[BaseException]] = (),
         acts_for_system: str | None = None,
         schema: type[BaseModel] | None = None,
+        priority: int | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
@@ -335,7 +337,8 @@ class Feature:
         risk of the agent call that began its chain. ``schema=Model`` (with ``manual=True``)
         validates the payload of every manual enqueue (``ctx.dispatch``, ``enqueue_job``,
         ``asanoha jobs run``, ``job-admin:write:run``); the job receives the validated
-        payload as a dict.
+        payload as a dict. ``priority=0..9``: among the messages waiting in its lane's queue,
+        higher priorities are delivered first (see the README for what each broker keeps).
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
@@ -349,6 +352,7 @@ class Feature:
             )
         if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise DefinitionError(f"{qn}: schema= must be a pydantic model class, not {schema!r}")
+        check_priority(priority, qn)
         if cron is not None:
             check_cron(cron, qn)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -392,6 +396,7 @@ class Feature:
                     no_retry_on=no_retry_types,
                     acts_for_system=system_reason,
                     schema=schema,
+                    priority=priority,
                 )
             )
             return func

@@ -129,6 +129,9 @@ class JobDef:
     #: The payload model of manual runs (``manual=True``): every manual enqueue validates
     #: its payload against it and stores the validated payload.
     schema: type[BaseModel] | None = None
+    #: 0 (the default when any job declares one) .. 9 (runs first): the broker delivers
+    #: a queue's waiting messages of higher priority first.
+    priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -171,3 +174,18 @@ def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, q
             f"{qn}: annotate the first parameter with a pydantic model, or pass schema=..."
         )
     return model
+
+
+#: The job priorities: 0 (lowest, the default) to 9 (delivered first).
+PRIORITIES = range(10)
+
+
+def check_priority(priority: int | None, job_qn: str) -> None:
+    """Refuse a priority outside 0..9 at definition time, naming the job."""
+    if priority is None:
+        return
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES:
+        raise DefinitionError(
+            f"{job_qn}: priority must be a whole number from 0 (lowest) to 9 (runs first), "
+            f"not {priority!r}"
+        )

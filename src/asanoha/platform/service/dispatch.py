@@ -621,6 +621,7 @@ class Service:
         at: dt.datetime | None = None,
         manual: bool = True,
         publish: bool = True,
+        priority: int | None = None,
     ) -> uuid.UUID:
         """Enqueue ``job_qn`` through the outbox: inside ``parent``'s transaction (published
         when it commits), else on its own. ``origin`` is the chain the caller acts for.
@@ -634,12 +635,14 @@ class Service:
         ``manual`` (every caller but the platform's own triggers: cron ticks, events): the
         payload is validated against the job's ``schema=`` (400 ``validation_error`` with
         the field errors) and stored as validated. ``publish=False`` leaves the row to the
-        relay (a process whose broker reaches no worker).
+        relay (a process whose broker reaches no worker). ``priority`` (0..9) overrides the
+        job's declared ``priority=`` for this run.
         """
         job = self.registry.job(job_qn)
         if job is None:
             raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
         countdown = outbox.start_delay(job_qn, delay, at)
+        outbox.check_run_priority(job_qn, job.priority, priority)
         if manual and job.schema is not None:
             model = validate_payload(job.schema, payload, job_qn)
             payload = model.model_dump(mode="json")
@@ -661,6 +664,7 @@ class Service:
                     delay=countdown,
                     manual=manual,
                     publish=publish,
+                    priority=priority,
                 )
         if idempotency_key is not None:
             found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
@@ -673,6 +677,8 @@ class Service:
             message = dataclasses.replace(
                 message, headers={**message.headers, "trigger_event_id": trigger_event_id}
             )
+        if priority is not None:
+            message = dataclasses.replace(message, priority=priority)
         if countdown > 0 or not publish:
             by_broker = publish and countdown <= self.broker_hold(job_qn)
             message = dataclasses.replace(message, countdown=countdown, by_broker=by_broker)
@@ -791,9 +797,11 @@ class Service:
         }
         if result is not None and result.refused:
             headers["trigger_result_refused"] = result.refused
+        job = self.registry.job(job_qn)
         return OutboxMessage(
             id=uuid.uuid4(),
             job_qn=job_qn,
+            priority=None if job is None else job.priority,
             trigger_result=None if result is None else result.value,
             idempotency_key=idempotency_key,
             payload=payload,

@@ -87,6 +87,7 @@ class Jobs:
         delay: float | None = None,
         at: dt.datetime | None = None,
         publish: bool = True,
+        priority: int | None = None,
         within: Request | None = None,
     ) -> uuid.UUID:
         """Enqueue the job ``job_qn`` by hand (trigger ``manual``), as ``user`` (default:
@@ -102,6 +103,7 @@ class Jobs:
             delay=delay,
             at=at,
             publish=publish,
+            priority=priority,
         )
 
     def _operator(self) -> SessionUser:

@@ -55,6 +55,8 @@ class OutboxMessage:
     #: row waits in the database and the relay publishes it when it is due: a delay longer
     #: than the broker may hold.
     by_broker: bool = True
+    #: 0..9, higher delivered first (``None``: no priority).
+    priority: int | None = None
     #: The claim token the row carries while it waits for this message (``None`` for a row
     #: never claimed): its publish is marked only on a row still carrying it.
     row_token: str | None = None
@@ -83,6 +85,23 @@ def start_delay(job_qn: str, delay: float | None = None, at: dt.datetime | None 
             )
         return max(0.0, (at - dt.datetime.now(dt.UTC)).total_seconds())
     return 0.0
+
+
+def check_run_priority(job_qn: str, declared: int | None, priority: int | None) -> None:
+    """Refuse a run's ``priority`` outside 0..9, or for a job that declares none (its lane
+    queues then take no priorities). Raises ``ValueError`` naming the job."""
+    if priority is None:
+        return
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+        raise ValueError(
+            f"{job_qn}: priority= is a whole number from 0 (lowest) to 9 (runs first), "
+            f"not {priority!r}"
+        )
+    if declared is None:
+        raise ValueError(
+            f"{job_qn}: the job declares no priority; declare @feature.job(..., priority=N) "
+            "(the default of its runs) to run it with one"
+        )
 
 
 class OutboxPublisher(Protocol):
@@ -117,6 +136,7 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
                 "created_at": now,
                 "publish_attempts": 0,
                 "idempotency_key": message.idempotency_key,
+                "priority": message.priority,
             }
         )
     conn.execute(insert(tables.outbox), rows)
@@ -247,13 +267,17 @@ def relay_outbox(
     outbox = tables.outbox
     now = dt.datetime.now(dt.UTC)
     query = (
-        select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.not_before)
+        select(
+            outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.not_before, outbox.c.priority
+        )
         .where(
             outbox.c.state == PENDING,
             outbox.c.published_at.is_(None),
             outbox.c.relay_after <= now,
         )
-        .order_by(outbox.c.relay_after)
+        # Higher priorities first, then the longest waiting (sorts the due rows: a backlog
+        # of due rows costs a sort per pass).
+        .order_by(func.coalesce(outbox.c.priority, 0).desc(), outbox.c.relay_after)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
@@ -267,6 +291,7 @@ def relay_outbox(
                 job_qn=row.job_qn,
                 attempt=row.attempt + 1,
                 countdown=max(0.0, (row.not_before - now).total_seconds()),
+                priority=row.priority,
             )
             for row in rows
         ]
@@ -362,7 +387,7 @@ def resend_lost_messages(
     now = dt.datetime.now(dt.UTC)
     old = now - dt.timedelta(seconds=max(lost_after, PUBLISH_SETTLE))
     candidates = (
-        select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt)
+        select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
         .where(outbox.c.state == PENDING, outbox.c.published_at < old, outbox.c.not_before < old)
         .order_by(outbox.c.published_at, outbox.c.id)
         .limit(limit)
@@ -391,7 +416,12 @@ def resend_lost_messages(
             if (now - first).total_seconds() >= confirm_after
         }
         messages = [
-            OutboxMessage(id=uuid.UUID(str(row.id)), job_qn=row.job_qn, attempt=row.attempt + 1)
+            OutboxMessage(
+                id=uuid.UUID(str(row.id)),
+                job_qn=row.job_qn,
+                attempt=row.attempt + 1,
+                priority=row.priority,
+            )
             for row in rows
             if uuid.UUID(str(row.id)) in again
         ]

@@ -199,6 +199,9 @@ def build_tables(registry: Registry) -> Tables:
         # An operator asked the running attempt to stop (``ctx.cancel_requested``); an end
         # that wants another attempt cancels the row instead.
         Column("cancel_requested", Boolean, nullable=False, default=False),
+        # 0..9, higher delivered first (its job's ``priority=`` or the dispatch's); ``None``:
+        # no priority (the application declares none). The relay sends higher ones first.
+        Column("priority", Integer, nullable=True),
         Index("ix_asanoha_outbox_due", "state", "relay_after"),
         Index("ix_asanoha_outbox_finished", "finished_at"),
         Index("uq_asanoha_outbox_idempotency_key", "idempotency_key", unique=True),
