@@ -151,11 +151,15 @@ class JobContext:
                 )
         return self._trigger_event
 
-    def write(self, qn: str, payload: Any) -> Any:
-        """Run the write handler ``qn`` as the tenant's system user."""
-        return self.write_as(self.system_user, qn, payload)
+    def write(self, qn: str, payload: Any, *, idempotency_key: str | None = None) -> Any:
+        """Run the write handler ``qn`` as the tenant's system user. ``idempotency_key``:
+        an attempt that runs again (a retry) gets the first attempt's outcome, not a
+        second write."""
+        return self.write_as(self.system_user, qn, payload, idempotency_key=idempotency_key)
 
-    def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
+    def write_as(
+        self, user: SessionUser, qn: str, payload: Any, *, idempotency_key: str | None = None
+    ) -> Any:
         """Run the write handler ``qn`` as ``user``."""
         return self._service.dispatch_write(
             qn,
@@ -164,6 +168,7 @@ class JobContext:
             meta=self._request_meta(),
             origin=self.meta.origin,
             acting=Acting(self.job.qn, self.job.acts_for_system),
+            idempotency_key=idempotency_key,
         )
 
     def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
