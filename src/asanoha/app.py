@@ -84,6 +84,7 @@ class App:
             approval_key=approval_key(approval_secret) if approval_secret else None,
             operator_tenant=self.settings.operator_tenant,
             idempotency_ttl=self.settings.idempotency_ttl,
+            idempotency_wait=self.settings.idempotency_wait,
             rate_limiter=self._rate_limiter(),
             broker_hold=self._broker_hold,
         )

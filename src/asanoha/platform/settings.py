@@ -78,6 +78,8 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(default=100, ge=1)
     #: Seconds the first outcome of an idempotent write is kept under its key.
     idempotency_ttl: int = Field(default=86400, ge=1)
+    #: Seconds a repeat waits for a running write with the same idempotency key.
+    idempotency_wait: float = Field(default=10.0, gt=0)
     #: The Redis that counts rate limits; ``None``: ``broker_url`` when it is a Redis.
     rate_limit_url: str | None = None
     development: bool = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -144,3 +145,17 @@ def note_committed(event: StoredEvent) -> None:
 def note_ticket(payload: Place, ctx: WriteContext) -> Any:
     """A mid-risk write of an instruction field: the gate refuses it (403)."""
     return ctx.entity("ticket").create({"title": payload.title, "guide": "do this"})
+
+
+#: ``place-held`` sets ENTERED once its write is made, then waits for RELEASE.
+ENTERED = threading.Event()
+RELEASE = threading.Event()
+
+
+@contracts.write_handler("place-held", access=ADMIN)
+def place_held(payload: Place, ctx: WriteContext) -> Any:
+    """Create an order and hold the transaction open until the test releases it."""
+    row = ctx.entity("order").create({"title": payload.title})
+    ENTERED.set()
+    RELEASE.wait(30)
+    return row

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from asanoha import SessionUser, ValidationError
+from asanoha import ConflictError, SessionUser, ValidationError
 from asanoha.platform.service.idempotency import Replay, prune_expired
 from asanoha.testing import TestUsers
+from tests.integration.core import contract_features
 from tests.integration.core.contract_features import contracts
 
 ADMIN = TestUsers.admin
@@ -205,3 +206,37 @@ def test_sixteen_concurrent_requests_with_one_key_write_once_and_answer_alike(
     with stack.db.connect() as conn:
         keys = conn.execute(select(func.count()).select_from(stack.tables.idempotency))
         assert keys.scalar_one() == 1
+
+
+def test_a_repeat_waits_for_the_running_first_at_most_the_configured_time(
+    asanoha_stack: Callable[..., Any],
+) -> None:
+    stack = asanoha_stack(
+        features=[contracts], database="postgres", settings={"idempotency_wait": 0.3}
+    )
+    contract_features.ENTERED.clear()
+    contract_features.RELEASE.clear()
+    held = "contracts:write:place-held"
+    first: list[Any] = []
+    runner = threading.Thread(
+        target=lambda: first.append(
+            stack.service.dispatch_write(held, {"title": "a"}, ADMIN, idempotency_key="slow")
+        )
+    )
+    runner.start()
+    try:
+        assert contract_features.ENTERED.wait(10)
+        with pytest.raises(ConflictError) as raised:
+            stack.service.dispatch_write(held, {"title": "a"}, ADMIN, idempotency_key="slow")
+        assert raised.value.reason == "idempotency_in_progress"
+        assert raised.value.http_status == 409
+    finally:
+        contract_features.RELEASE.set()
+        runner.join()
+    replay = Replay()
+    again = stack.service.dispatch_write(
+        held, {"title": "a"}, ADMIN, idempotency_key="slow", replay=replay
+    )
+    assert replay.replayed
+    assert str(again["id"]) == str(first[0]["id"])
+    assert counts(stack)["contracts:order"] == 1

@@ -92,12 +92,15 @@ class Service:
         approval_key: bytes | None = None,
         operator_tenant: str | None = None,
         idempotency_ttl: float = 86400.0,
+        idempotency_wait: float = 10.0,
         rate_limiter: RateLimiter | None = None,
         broker_hold: Callable[[str], float] | None = None,
     ) -> None:
         self.registry = registry
         #: Seconds an idempotent write's outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
         self.idempotency_ttl = idempotency_ttl
+        #: Seconds a repeat waits for a running write with its key (``ASANOHA_IDEMPOTENCY_WAIT``).
+        self.idempotency_wait = idempotency_wait
         #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
         self.rate_limiter = rate_limiter
         #: job qn -> the longest countdown the broker may hold for it; a job delayed longer
@@ -286,7 +289,12 @@ class Service:
         if key is None:
             return None
         stored = idempotency.claim(
-            conn, self.database.backend, self.tables, key, self.idempotency_ttl
+            conn,
+            self.database.backend,
+            self.tables,
+            key,
+            self.idempotency_ttl,
+            self.idempotency_wait,
         )
         if stored is not None and replay is not None:
             replay.replayed = True

@@ -39,7 +39,7 @@ from asanoha.platform.errors import (
 )
 from asanoha.platform.service.approvals import canonical_json
 from asanoha.platform.store import Tables
-from asanoha.platform.store.backends import Backend
+from asanoha.platform.store.backends import Backend, LockWaitTimeout
 
 #: The longest key a caller may send.
 MAX_KEY_LENGTH = 255
@@ -160,6 +160,7 @@ def claim(
     tables: Tables,
     key: IdempotencyKey,
     ttl_seconds: float,
+    wait_seconds: float = 10.0,
 ) -> Outcome | None:
     """Take ``key`` for a write in ``conn``'s transaction, or find its stored outcome.
 
@@ -187,9 +188,15 @@ def claim(
             "created_at": now,
             "expires_at": now + dt.timedelta(seconds=ttl_seconds),
         }
-        # On a key another transaction inserted and has not ended, this waits for its end.
-        if backend.insert_unless_exists(conn, table, row) is not None:
-            return None
+        # On a key another transaction inserted and has not ended, this waits for its end,
+        # at most ``wait_seconds``.
+        try:
+            if backend.insert_waiting_at_most(conn, table, row, wait_seconds) is not None:
+                return None
+        except LockWaitTimeout:
+            raise ConflictError(
+                Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
+            ) from None
         found = _find(conn, tables, key)
         if found is None or found.status is None:
             # Only a writer that has not committed holds an outcome-less row; one that

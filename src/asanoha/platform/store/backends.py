@@ -18,12 +18,21 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from asanoha.platform.store.inserts import execute_insert
 
 #: Execution option of a connection whose transactions only read (no write lock on SQLite).
 READS_ONLY = "asanoha_reads_only"
+
+
+#: Postgres: a lock was not granted within lock_timeout.
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+class LockWaitTimeout(Exception):
+    """A row another transaction holds was not released in time."""
 
 
 class Backend(Protocol):
@@ -49,6 +58,12 @@ class Backend(Protocol):
     def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
         """``expression`` (a column or value of a field of ``kind``) as it orders and compares."""
 
+    def insert_waiting_at_most(
+        self, conn: Connection, table: Table, row: dict[str, Any], seconds: float
+    ) -> Any:
+        """``insert_unless_exists``, waiting at most ``seconds`` for a concurrent inserter of
+        the same key; ``LockWaitTimeout`` when it waited that long."""
+
 
 class PostgresBackend:
     """Postgres: a connection pool; the writing transaction id on every event."""
@@ -72,6 +87,24 @@ class PostgresBackend:
         # yields nothing: exactly one writer of a stream version wins, and the loser's
         # transaction stays usable (no aborted-transaction state to roll back).
         return _insert_unless_exists(conn, table, row, postgresql.insert)
+
+    def insert_waiting_at_most(
+        self, conn: Connection, table: Table, row: dict[str, Any], seconds: float
+    ) -> Any:
+        # The wait for the other inserter's transaction is a lock wait: lock_timeout bounds
+        # it. In a savepoint, so that the timeout leaves the transaction usable.
+        savepoint = conn.begin_nested()
+        try:
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{max(1, int(seconds * 1000))}ms'")
+            found = self.insert_unless_exists(conn, table, row)
+            conn.exec_driver_sql("SET LOCAL lock_timeout = DEFAULT")
+        except DBAPIError as error:
+            savepoint.rollback()
+            if getattr(error.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                raise LockWaitTimeout(table.name) from None
+            raise
+        savepoint.commit()
+        return found
 
     def start_read_only(self, conn: Connection) -> None:
         # The first statement begins the transaction; SET TRANSACTION must be that statement.
@@ -164,6 +197,13 @@ class SqliteBackend:
 
     def after_create(self, conn: Connection) -> None:
         return None
+
+    def insert_waiting_at_most(
+        self, conn: Connection, table: Table, row: dict[str, Any], seconds: float
+    ) -> Any:
+        # Writers queue at BEGIN IMMEDIATE (bounded by busy_timeout): no inserter of the
+        # same key can be running by now.
+        return self.insert_unless_exists(conn, table, row)
 
     def start_read_only(self, conn: Connection) -> None:
         # SQLite has no read-only transactions; query handlers get no write verbs, and the
