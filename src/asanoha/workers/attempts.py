@@ -342,7 +342,12 @@ class AttemptRunner:
         if by_broker:
             next_attempt = attempt + 1 if spent else attempt
             message = OutboxMessage(
-                row_id, job.qn, attempt=next_attempt, countdown=countdown, row_token=claim.token
+                row_id,
+                job.qn,
+                attempt=next_attempt,
+                countdown=countdown,
+                row_token=claim.token,
+                priority=claim.priority,
             )
             try:
                 self.publisher.publish(message)

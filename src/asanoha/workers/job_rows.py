@@ -104,6 +104,8 @@ class Claim:
     #: For the end of a crashed attempt: the token of the lost claim, which the row must
     #: still carry ("" for a claim that wrote none). ``None``: the end of this claim.
     lost_token: str | None = None
+    #: The row's priority: the next attempt's message carries it (``None``: its job's).
+    priority: int | None = None
 
     @property
     def held_token(self) -> str:
@@ -178,7 +180,13 @@ class JobRows:
                 started_at=bindparam("claim_started"),
                 claim_token=bindparam("claim_token"),
             )
-            .returning(outbox.c.job_qn, outbox.c.payload, outbox.c.headers, outbox.c.trigger_result)
+            .returning(
+                outbox.c.job_qn,
+                outbox.c.payload,
+                outbox.c.headers,
+                outbox.c.trigger_result,
+                outbox.c.priority,
+            )
         )
         self._look = select(
             outbox.c.state,
@@ -267,7 +275,13 @@ class JobRows:
             ).first()
             if row is not None:
                 return Claim(
-                    row.job_qn, dict(row.payload), row.headers, row.trigger_result, started, token
+                    row.job_qn,
+                    dict(row.payload),
+                    row.headers,
+                    row.trigger_result,
+                    started,
+                    token,
+                    priority=row.priority,
                 )
             found = conn.execute(self._look, {"row_id": row_id}).first()
         return _unclaimed(found)

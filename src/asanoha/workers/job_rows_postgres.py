@@ -53,7 +53,7 @@ class PostgresJobRows(JobRows):
             "started_at = %(started)s, claim_token = %(token)s "
             f"WHERE id = %(id)s AND (state = '{PENDING}' AND attempt < %(attempt)s "
             f"OR state = '{RUNNING}' AND attempt = %(attempt)s AND claim_token = %(token)s) "
-            "RETURNING job_qn, payload, headers, trigger_result"
+            "RETURNING job_qn, payload, headers, trigger_result, priority"
         )
         self._look_sql = (
             "SELECT state, attempt, job_qn, headers, started_at, claim_token "
@@ -119,7 +119,7 @@ class PostgresJobRows(JobRows):
             cursor.execute(self._claim_sql, params)
             row = cursor.fetchone()
             if row is not None:
-                return Claim(row[0], dict(row[1]), row[2], row[3], started, token)
+                return Claim(row[0], dict(row[1]), row[2], row[3], started, token, priority=row[4])
             cursor.execute(self._look_sql, params)
             found = cursor.fetchone()
             if found is None:
