@@ -22,7 +22,11 @@ from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import AgentTool, find_agent_tool, list_agent_tools
 from asanoha.platform.service import RequestMeta, Service
-from asanoha.platform.service.idempotency import IDEMPOTENCY_META_KEY
+from asanoha.platform.service.idempotency import (
+    IDEMPOTENCY_META_KEY,
+    IDEMPOTENT_REPLAYED_META_KEY,
+    Replay,
+)
 from asanoha.platform.service.instruction_reads import InstructionReads
 
 #: Request ``_meta`` key of a tool call carrying a human's approval token.
@@ -106,16 +110,30 @@ def _dispatch(
     # read_as_instruction field labels the result.
     reads = InstructionReads()
     if tool.handler.kind == "write":
-        data = service.dispatch_write(
-            tool.name,
-            arguments,
-            user,
-            meta=meta,
-            approval=token if isinstance(token, str) else None,
-            reads=reads,
-            # Checked there: a key that is not a string is refused, not ignored.
-            idempotency_key=idempotency_key,
-        )
-    else:
-        data = service.dispatch_query(tool.name, arguments, user, meta=meta, reads=reads)
+        replay = Replay()
+        try:
+            data = service.dispatch_write(
+                tool.name,
+                arguments,
+                user,
+                meta=meta,
+                approval=token if isinstance(token, str) else None,
+                reads=reads,
+                # Checked there: a key that is not a string is refused, not ignored.
+                idempotency_key=idempotency_key,
+                replay=replay,
+            )
+        except AsanohaError as error:
+            if not replay.replayed:
+                raise
+            return _replayed(error_result(error, tool_call))
+        result = success_result(data, label_result(service, user, reads))
+        return _replayed(result) if replay.replayed else result
+    data = service.dispatch_query(tool.name, arguments, user, meta=meta, reads=reads)
     return success_result(data, label_result(service, user, reads))
+
+
+def _replayed(result: types.CallToolResult) -> types.CallToolResult:
+    """Mark ``result`` as the stored outcome of an earlier call with the same key."""
+    result.meta = {**(result.meta or {}), IDEMPOTENT_REPLAYED_META_KEY: True}
+    return result

@@ -25,6 +25,9 @@ def test_a_repeated_tool_call_with_one_key_writes_once(asanoha_stack: StackFacto
                 again = await session.call_tool(CREATE, {"text": "once"}, meta=meta)
                 other = await session.call_tool(CREATE, {"text": "twice"}, meta=meta)
             assert data_of(again) == data_of(first)
+            assert first.meta is None or "asanoha.dev/idempotentReplayed" not in first.meta
+            assert again.meta is not None
+            assert again.meta["asanoha.dev/idempotentReplayed"] is True
             assert error_of(other)["reason"] == "idempotency_key_reused"
             bad = await session.call_tool(CREATE, {"text": "x"}, meta={IDEMPOTENCY_META_KEY: 7})
             assert error_of(bad)["reason"] == "idempotency_key_invalid"

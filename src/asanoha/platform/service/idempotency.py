@@ -46,6 +46,8 @@ MAX_KEY_LENGTH = 255
 #: The HTTP header and the MCP ``_meta`` entry that carry a key.
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_META_KEY = "asanoha.dev/idempotencyKey"
+#: The ``_meta`` entry that marks a tool result as the stored outcome of an earlier call.
+IDEMPOTENT_REPLAYED_META_KEY = "asanoha.dev/idempotentReplayed"
 #: The header that marks an answer as the stored outcome of an earlier request.
 REPLAYED_HEADER = "Idempotent-Replayed"
 #: The handler name a batch's keys are kept under.
