@@ -13,9 +13,10 @@ import subprocess
 import uuid
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, insert
 from sqlalchemy.pool import NullPool
 
+from asanoha.platform.store import platform_tables
 from asanoha.platform.store.database import normalize_url
 from tests.integration.cli.conftest import Project, asanoha_script
 
@@ -26,45 +27,48 @@ def insert_jobs(project: Project) -> dict[str, str]:
     """A failed job with a long error, a pending job never sent, a run row: their ids."""
     now = dt.datetime.now(dt.UTC)
     ids = {"failed": str(uuid.uuid4()), "pending": str(uuid.uuid4())}
+    tables = platform_tables()
+    common = {"payload": {}, "headers": {"tenant_id": "acme"}, "not_before": now}
     engine = create_engine(normalize_url(project.database.url), poolclass=NullPool)
-    insert = text(
-        "INSERT INTO asanoha_outbox (id, job_qn, payload, headers, state, attempt, not_before,"
-        " relay_after, published_at, publish_attempts, last_error, created_at, finished_at)"
-        " VALUES (:id, :qn, '{}', '{\"tenant_id\": \"acme\"}', :state, :attempt, :now, :now,"
-        " NULL, 0, :error, :now, :finished)"
-    )
     with engine.begin() as conn:
         conn.execute(
-            insert,
-            {
-                "id": ids["failed"],
-                "qn": "shop:job:sync",
-                "state": "failed",
-                "attempt": 3,
-                "now": now,
-                "error": LONG_ERROR,
-                "finished": now,
-            },
+            insert(tables.outbox),
+            [
+                {
+                    **common,
+                    "id": uuid.UUID(ids["failed"]),
+                    "job_qn": "shop:job:sync",
+                    "state": "failed",
+                    "attempt": 3,
+                    "relay_after": now,
+                    "last_error": LONG_ERROR,
+                    "created_at": now,
+                    "finished_at": now,
+                },
+                {
+                    **common,
+                    "id": uuid.UUID(ids["pending"]),
+                    "job_qn": "shop:job:mail",
+                    "state": "pending",
+                    "attempt": 0,
+                    "relay_after": now,
+                    "last_error": None,
+                    "created_at": now,
+                    "finished_at": None,
+                },
+            ],
         )
         conn.execute(
-            insert,
-            {
-                "id": ids["pending"],
-                "qn": "shop:job:mail",
-                "state": "pending",
-                "attempt": 0,
-                "now": now,
-                "error": None,
-                "finished": None,
-            },
-        )
-        conn.execute(
-            text(
-                "INSERT INTO asanoha_job_runs (job_qn, task_id, tenant_id, attempt, status,"
-                " error, started_at, finished_at) VALUES ('shop:job:sync', :task, 'acme', 3,"
-                " 'failed', :error, :now, :now)"
-            ),
-            {"task": ids["failed"], "error": LONG_ERROR, "now": now},
+            insert(tables.job_runs).values(
+                job_qn="shop:job:sync",
+                task_id=ids["failed"],
+                tenant_id="acme",
+                attempt=3,
+                status="failed",
+                error=LONG_ERROR,
+                started_at=now,
+                finished_at=now,
+            )
         )
     engine.dispose()
     return ids

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, Row, insert, select, update
 
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
 from asanoha.platform.model import Registry
@@ -245,21 +246,15 @@ def list_failed_jobs(
 ) -> list[FailedJob]:
     """Job rows that failed for good, the newest failure first: the ids a retry takes."""
     outbox = tables.outbox
-    query = (
-        select(
-            outbox.c.id,
-            outbox.c.job_qn,
-            outbox.c.headers,
-            outbox.c.attempt,
-            outbox.c.last_error,
-            outbox.c.finished_at,
-        )
-        .where(outbox.c.state == FAILED)
-        .order_by(outbox.c.finished_at.desc())
-        .limit(limit)
+    rows = _job_rows(
+        conn,
+        tables,
+        (outbox.c.attempt, outbox.c.last_error, outbox.c.finished_at),
+        where=outbox.c.state == FAILED,
+        order_by=(outbox.c.finished_at.desc(),),
+        limit=limit,
+        tenant_id=tenant_id,
     )
-    if tenant_id is not None:
-        query = query.where(outbox.c.headers["tenant_id"].as_string() == tenant_id)
     return [
         FailedJob(
             uuid.UUID(str(row.id)),
@@ -269,13 +264,8 @@ def list_failed_jobs(
             row.last_error,
             row.finished_at,
         )
-        for row in conn.execute(query)
+        for row in rows
     ]
-
-
-def _tenant_of(headers: Any) -> str | None:
-    tenant = headers.get("tenant_id") if isinstance(headers, dict) else None
-    return tenant if isinstance(tenant, str) else None
 
 
 def list_pending_jobs(
@@ -283,24 +273,22 @@ def list_pending_jobs(
 ) -> list[PendingJob]:
     """Job rows pending or running, the oldest first: what the workers still have to do."""
     outbox = tables.outbox
-    query = (
-        select(
-            outbox.c.id,
-            outbox.c.job_qn,
-            outbox.c.headers,
+    rows = _job_rows(
+        conn,
+        tables,
+        (
             outbox.c.state,
             outbox.c.attempt,
             outbox.c.not_before,
             outbox.c.published_at,
             outbox.c.created_at,
             outbox.c.last_error,
-        )
-        .where(outbox.c.state.in_((PENDING, RUNNING)))
-        .order_by(outbox.c.created_at, outbox.c.id)
-        .limit(limit)
+        ),
+        where=outbox.c.state.in_((PENDING, RUNNING)),
+        order_by=(outbox.c.created_at, outbox.c.id),
+        limit=limit,
+        tenant_id=tenant_id,
     )
-    if tenant_id is not None:
-        query = query.where(outbox.c.headers["tenant_id"].as_string() == tenant_id)
     return [
         PendingJob(
             uuid.UUID(str(row.id)),
@@ -313,5 +301,34 @@ def list_pending_jobs(
             row.created_at,
             row.last_error,
         )
-        for row in conn.execute(query)
+        for row in rows
     ]
+
+
+def _job_rows(
+    conn: Connection,
+    tables: Tables,
+    columns: Sequence[Any],
+    *,
+    where: Any,
+    order_by: Sequence[Any],
+    limit: int,
+    tenant_id: str | None,
+) -> Sequence[Row[Any]]:
+    """Job rows matching ``where`` (of ``tenant_id``, if given): their id, job, headers and
+    ``columns``."""
+    outbox = tables.outbox
+    query = (
+        select(outbox.c.id, outbox.c.job_qn, outbox.c.headers, *columns)
+        .where(where)
+        .order_by(*order_by)
+        .limit(limit)
+    )
+    if tenant_id is not None:
+        query = query.where(outbox.c.headers["tenant_id"].as_string() == tenant_id)
+    return conn.execute(query).all()
+
+
+def _tenant_of(headers: Any) -> str | None:
+    tenant = headers.get("tenant_id") if isinstance(headers, dict) else None
+    return tenant if isinstance(tenant, str) else None
