@@ -14,7 +14,9 @@ class RecordingService:
         self.origins: list[Any] = []
         self.acting: list[Any] = []
 
-    def dispatch_write(self, qn, payload, user, *, meta=None, origin=None, acting=None):
+    def dispatch_write(
+        self, qn, payload, user, *, meta=None, origin=None, acting=None, idempotency_key=None
+    ):
         self.calls.append(("write", qn, payload, user, meta))
         self.origins.append(origin)
         self.acting.append(acting)
