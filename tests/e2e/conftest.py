@@ -5,14 +5,43 @@ worker processes started the way an operator starts them."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from asanoha import App, Feature
+from asanoha.platform.settings import Settings
+from asanoha.testing.databases import TestDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds any single wait of an end-to-end test may take.
 STEP_TIMEOUT = 30
+
+
+@contextmanager
+def e2e_app(features: list[Feature], broker_url: str) -> Iterator[App]:
+    """This process's view of an application whose workers run as processes: on a Postgres
+    database of its own and the given broker, with short timeouts."""
+    suffix = secrets.token_hex(6)
+    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
+    settings = Settings(
+        database_url=database.url,
+        broker_url=broker_url,
+        queue_prefix=f"asanoha-e2e-{suffix}",
+        visibility_timeout=60,
+        job_timeout=20,
+    )
+    app = App(features, settings)
+    try:
+        app.create_schema()
+        yield app
+    finally:
+        app.close()
+        database.drop()
 
 
 def worker_environment(settings: object, **extra: str) -> dict[str, str]:

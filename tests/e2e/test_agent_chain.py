@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,10 +11,8 @@ import pytest
 from sqlalchemy import func, select
 
 from asanoha.app import App
-from asanoha.platform.settings import Settings
 from asanoha.testing import TestUsers
-from asanoha.testing.databases import TestDatabase
-from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.e2e.conftest import STEP_TIMEOUT, e2e_app, start_asanoha_worker, stop_processes
 from tests.integration.agents.chain_features import chain
 from tests.integration.agents.features import ASSISTANT
 from tests.private_redis import PrivateRedis
@@ -29,22 +26,8 @@ AGENT = ASSISTANT.as_agent("run-e2e")
 @pytest.fixture
 def chain_app(private_redis: PrivateRedis) -> Iterator[App]:
     """This process's view of the application, on its own database and the private Redis."""
-    suffix = secrets.token_hex(6)
-    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
-    settings = Settings(
-        database_url=database.url,
-        broker_url=private_redis.url,
-        queue_prefix=f"asanoha-e2e-{suffix}",
-        visibility_timeout=60,
-        job_timeout=20,
-    )
-    app = App([chain], settings)
-    try:
-        app.create_schema()
+    with e2e_app([chain], private_redis.url) as app:
         yield app
-    finally:
-        app.close()
-        database.drop()
 
 
 def finished_job(app: App, job_qn: str) -> Any:

@@ -4,7 +4,6 @@ job runs again at the same attempt."""
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from asanoha.app import App
-from asanoha.platform.settings import Settings
-from asanoha.testing.databases import TestDatabase
-from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.e2e.conftest import STEP_TIMEOUT, e2e_app, start_asanoha_worker, stop_processes
 from tests.e2e.control_app import feature
 from tests.private_redis import PrivateRedis
 
@@ -28,22 +25,8 @@ LONG, NAP = "control:job:long", "control:job:nap"
 @pytest.fixture
 def control_app(private_redis: PrivateRedis) -> Iterator[App]:
     """This process's view of the application, on its own database and the private Redis."""
-    suffix = secrets.token_hex(6)
-    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
-    settings = Settings(
-        database_url=database.url,
-        broker_url=private_redis.url,
-        queue_prefix=f"asanoha-e2e-{suffix}",
-        visibility_timeout=60,
-        job_timeout=20,
-    )
-    app = App([feature], settings)
-    try:
-        app.create_schema()
+    with e2e_app([feature], private_redis.url) as app:
         yield app
-    finally:
-        app.close()
-        database.drop()
 
 
 def row(app: App, row_id: object) -> tuple[str, int]:

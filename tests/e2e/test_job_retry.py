@@ -3,7 +3,6 @@ that failed for good runs again in the worker's pool with its full attempt budge
 
 from __future__ import annotations
 
-import secrets
 import subprocess
 import sys
 import time
@@ -15,11 +14,10 @@ from sqlalchemy import select
 
 from asanoha.app import App
 from asanoha.platform.model import SessionUser
-from asanoha.platform.settings import Settings
-from asanoha.testing.databases import TestDatabase
 from tests.e2e.conftest import (
     ROOT,
     STEP_TIMEOUT,
+    e2e_app,
     start_asanoha_worker,
     stop_processes,
     worker_environment,
@@ -35,22 +33,8 @@ APP = "tests.e2e.retry_app:app"
 @pytest.fixture
 def retry_app(private_redis: PrivateRedis) -> Iterator[App]:
     """This process's view of the application, on its own database and the private Redis."""
-    suffix = secrets.token_hex(6)
-    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
-    settings = Settings(
-        database_url=database.url,
-        broker_url=private_redis.url,
-        queue_prefix=f"asanoha-e2e-{suffix}",
-        visibility_timeout=60,
-        job_timeout=20,
-    )
-    app = App([feature], settings)
-    try:
-        app.create_schema()
+    with e2e_app([feature], private_redis.url) as app:
         yield app
-    finally:
-        app.close()
-        database.drop()
 
 
 def job_state(app: App, row_id: object) -> tuple[str, int]:
