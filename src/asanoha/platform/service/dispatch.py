@@ -155,14 +155,14 @@ class Service:
             idempotency_key = idempotency.check_key(idempotency_key)
         if parent is not None:
             handler, model = self._admit(qn, "write", payload, user)
-            key = self._key_of(idempotency_key, handler.qn, user, payload_digest(model))
+            key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
             return self._run_nested(parent, handler, model, user, key, replay)
         # What counted_write does, inline: a top-level write is the hottest path there is.
         refused: AsanohaError | None = None
         try:
             handler, model = self._admit(qn, "write", payload, user)
             self._check_rate(handler, user, meta)
-            key = self._key_of(idempotency_key, handler.qn, user, payload_digest(model))
+            key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
             with self.database.begin() as conn:
                 stored = self._claim(conn, key, replay)
                 if stored is not None:
@@ -212,7 +212,10 @@ class Service:
         if idempotency_key is not None:
             digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
             key = self._key_of(
-                idempotency.check_key(idempotency_key), idempotency.BATCH_SCOPE, user, digest
+                idempotency.check_key(idempotency_key),
+                idempotency.BATCH_SCOPE,
+                user,
+                lambda: digest,
             )
         results: list[Any] = []
         holder: list[Request] = []
@@ -273,11 +276,12 @@ class Service:
     # -- idempotency ------------------------------------------------------------------------
 
     def _key_of(
-        self, key: str | None, handler_qn: str, user: SessionUser, digest: str
+        self, key: str | None, handler_qn: str, user: SessionUser, digest: Callable[[], str]
     ) -> idempotency.IdempotencyKey | None:
+        # The digest is made only for a keyed write: a write without a key pays nothing.
         if key is None:
             return None
-        return idempotency.IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest)
+        return idempotency.IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest())
 
     def _claim(
         self,
