@@ -2,7 +2,7 @@
 # Run the test suite against the real services: starts them if needed, installs the browser
 # the browser tests drive, builds .venv, runs pytest.
 #
-# ASANOHA_TEST_WORKERS=N (N > 1) runs the tests on N pytest-xdist workers, then the end-to-end
+# The tests run on ASANOHA_TEST_WORKERS pytest-xdist workers (default 2), then the end-to-end
 # tests (they start fleets of processes) in a serial run of their own; 1 runs everything in
 # one serial run. Arguments go to both runs.
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 scripts/services.sh
 scripts/browser.sh
 scripts/venv.sh
-workers=${ASANOHA_TEST_WORKERS:-1}
+workers=${ASANOHA_TEST_WORKERS:-2}
 case "$workers" in
   '' | *[!0-9]*) echo "ASANOHA_TEST_WORKERS must be a number of workers, not '$workers'" >&2; exit 2 ;;
 esac
