@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -15,6 +16,22 @@ from asanoha.platform.store.database import normalize_url
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DatabaseKind = Literal["postgres", "postgresql", "sqlite"]
+
+
+#: Letters, digits and underscores only: the prefix becomes part of an unquoted-safe name.
+_PREFIX = re.compile(r"[a-z0-9_]{0,20}")
+
+
+def database_prefix() -> str:
+    """What every test database's name starts with: ``ASANOHA_TEST_DATABASE_PREFIX`` (empty
+    by default), so suites sharing a server can tell, and clean up, their own databases."""
+    prefix = os.environ.get("ASANOHA_TEST_DATABASE_PREFIX", "")
+    if not _PREFIX.fullmatch(prefix):
+        raise ValueError(
+            f"ASANOHA_TEST_DATABASE_PREFIX={prefix!r}: use at most 20 lower-case letters, "
+            "digits and underscores"
+        )
+    return prefix
 
 
 def admin_url() -> str:
@@ -36,7 +53,9 @@ class TestDatabase:
 
     @classmethod
     def create(cls, kind: DatabaseKind, name: str) -> TestDatabase:
-        """Create the database ``name`` (Postgres) or a SQLite file in a fresh directory."""
+        """Create the database ``name`` (Postgres) or a SQLite file in a fresh directory; the
+        name starts with ``database_prefix()``."""
+        name = f"{database_prefix()}{name}"
         if kind == "sqlite":
             directory = tempfile.mkdtemp(prefix=f"{name}-")
             url = f"sqlite+pysqlite:///{directory}/db.sqlite3"
