@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
@@ -301,7 +301,7 @@ class AttemptRunner:
         claim: Claim,
         error: str,
         *,
-        status: str = "retrying",
+        status: Literal["retrying", "crashed"] = "retrying",
         give_back: bool = True,
     ) -> float:
         """Write the next attempt onto the row, then publish it when the broker may hold its
@@ -309,7 +309,7 @@ class AttemptRunner:
         countdown = retry_countdown(job, attempt)
         return self._schedule_next(
             job, row_id, tenant_id, attempt, claim, error, countdown,
-            status="crashed" if status == "crashed" else "retrying", give_back=give_back,
+            status=status, give_back=give_back,
         )  # fmt: skip
 
     def _schedule_next(
