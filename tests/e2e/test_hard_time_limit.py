@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -49,23 +50,29 @@ def time_limit_app(request: pytest.FixtureRequest, private_redis: PrivateRedis) 
         database.drop()
 
 
+def runs_until_succeeded(app: App, job_qn: str) -> list[Any]:
+    """Enqueue ``job_qn``, run a prefork worker until its row succeeds at attempt 2, and
+    return its run rows in order."""
+    row_id = app.service.enqueue_job(job_qn, {}, SessionUser.system("default"))
+    worker = start_asanoha_worker(app.settings, APP, concurrency=1)
+    try:
+        assert wait_for_state(app, row_id, "succeeded") == ("succeeded", 2)
+    finally:
+        stop_processes([worker])
+    runs = app.service.tables.job_runs
+    with app.database.connect() as conn:
+        return list(
+            conn.execute(
+                select(runs).where(runs.c.task_id == str(row_id)).order_by(runs.c.id)
+            ).all()
+        )
+
+
 def test_an_attempt_killed_at_its_hard_time_limit_ends_crashed_and_the_retry_follows(
     time_limit_app: App,
 ) -> None:
     assert STEP_TIMEOUT < VISIBILITY_TIMEOUT
-    row_id = time_limit_app.service.enqueue_job(
-        "stubborn:job:ignore-limit", {}, SessionUser.system("default")
-    )
-    worker = start_asanoha_worker(time_limit_app.settings, APP, concurrency=1)
-    try:
-        assert wait_for_state(time_limit_app, row_id, "succeeded") == ("succeeded", 2)
-    finally:
-        stop_processes([worker])
-    runs = time_limit_app.service.tables.job_runs
-    with time_limit_app.database.connect() as conn:
-        rows = conn.execute(
-            select(runs).where(runs.c.task_id == str(row_id)).order_by(runs.c.id)
-        ).all()
+    rows = runs_until_succeeded(time_limit_app, "stubborn:job:ignore-limit")
     assert [(row.attempt, row.status) for row in rows] == [(1, "crashed"), (2, "succeeded")]
     assert "TimeLimitExceeded" in rows[0].error
     # The first attempt ran until the hard limit killed it, no less.
@@ -78,18 +85,6 @@ def test_an_attempt_whose_pool_process_exits_ends_crashed_before_its_time_limit(
     # The job's timeout (60 s) is longer than the test waits: the worker's main process
     # ends the attempt when the pool process exits, no later delivery has to judge it.
     assert STEP_TIMEOUT < 60
-    row_id = time_limit_app.service.enqueue_job(
-        "stubborn:job:exit-once", {}, SessionUser.system("default")
-    )
-    worker = start_asanoha_worker(time_limit_app.settings, APP, concurrency=1)
-    try:
-        assert wait_for_state(time_limit_app, row_id, "succeeded") == ("succeeded", 2)
-    finally:
-        stop_processes([worker])
-    runs = time_limit_app.service.tables.job_runs
-    with time_limit_app.database.connect() as conn:
-        rows = conn.execute(
-            select(runs).where(runs.c.task_id == str(row_id)).order_by(runs.c.id)
-        ).all()
+    rows = runs_until_succeeded(time_limit_app, "stubborn:job:exit-once")
     assert [(row.attempt, row.status) for row in rows] == [(1, "crashed"), (2, "succeeded")]
     assert "WorkerLostError" in rows[0].error
