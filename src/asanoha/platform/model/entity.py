@@ -209,6 +209,11 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
             f"{where}: read_as_instruction is only allowed on text, long_text and json fields, "
             f"not on {declared.kind}"
         )
+    if declared.searchable and declared.kind not in TEXT_KINDS:
+        raise DefinitionError(
+            f"{where}: searchable is only allowed on text and long_text fields, "
+            f"not on {declared.kind}"
+        )
     if declared.kind in TEXT_KINDS and declared.personal is None:
         raise DefinitionError(
             f"{where} declares no personal-data stance; pass personal=False, reason='...' "

@@ -48,6 +48,8 @@ class Field:
     default: Any = MISSING
     sortable: bool = False
     filterable: bool = False
+    #: Matched by a list's ``search=`` (text and long_text fields only).
+    searchable: bool = False
     read_as_instruction: bool = False
     personal: PersonalStance = None
     reason: str | None = None
@@ -78,6 +80,7 @@ def text(
     default: Any = MISSING,
     sortable: bool = False,
     filterable: bool = False,
+    searchable: bool = False,
     read_as_instruction: bool = False,
     personal: PersonalStance = None,
     reason: str | None = None,
@@ -91,6 +94,7 @@ def text(
         default=default,
         sortable=sortable,
         filterable=filterable,
+        searchable=searchable,
         read_as_instruction=read_as_instruction,
         personal=personal,
         reason=reason,
@@ -102,6 +106,7 @@ def long_text(
     *,
     required: bool = False,
     default: Any = MISSING,
+    searchable: bool = False,
     read_as_instruction: bool = False,
     personal: PersonalStance = None,
     reason: str | None = None,
@@ -112,6 +117,7 @@ def long_text(
         "long_text",
         required=required,
         default=default,
+        searchable=searchable,
         read_as_instruction=read_as_instruction,
         personal=personal,
         reason=reason,
