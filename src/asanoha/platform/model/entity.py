@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic import Field as PydanticField
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.access import check_field_access
 from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
 from asanoha.platform.model.transitions import check_transitions
 
@@ -235,6 +236,8 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
             "personal={'of': '<field>'} (about the subject another field names), or "
             "personal=False, reason='...' (not personal data)"
         )
+    check_field_access(declared.read, "read", where)
+    check_field_access(declared.write, "write", where)
     if declared.kind == "select" and not declared.choices:
         raise DefinitionError(f"{where}: a select field needs at least one choice")
     if declared.kind == "text" and (declared.max_length or 0) < 1:

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from asanoha.platform.model.access import Access
+
 FieldKind = Literal[
     "text",
     "long_text",
@@ -57,6 +59,11 @@ class Field:
     choices: tuple[str, ...] = ()
     references: str | None = None
     description: str | None = None
+    #: Who may read the field: others get rows without it. ``None``: whoever reads the row.
+    read: Access | None = None
+    #: Who may write the field: others are refused (403 ``field_write_denied``). ``None``:
+    #: whoever writes the row.
+    write: Access | None = None
 
     @property
     def has_default(self) -> bool:
@@ -85,6 +92,8 @@ def text(
     personal: PersonalStance = None,
     reason: str | None = None,
     description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
 ) -> Field:
     """A short text (at most ``max_length`` characters, 200 by default)."""
     return _field(
@@ -99,6 +108,8 @@ def text(
         personal=personal,
         reason=reason,
         description=description,
+        read=read,
+        write=write,
     )
 
 
@@ -111,6 +122,8 @@ def long_text(
     personal: PersonalStance = None,
     reason: str | None = None,
     description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
 ) -> Field:
     """A text of any length; not sortable or filterable."""
     return _field(
@@ -122,6 +135,8 @@ def long_text(
         personal=personal,
         reason=reason,
         description=description,
+        read=read,
+        write=write,
     )
 
 
@@ -133,6 +148,8 @@ def json(
     personal: PersonalStance = None,
     reason: str | None = None,
     description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
 ) -> Field:
     """Any JSON value."""
     return _field(
@@ -143,6 +160,8 @@ def json(
         personal=personal,
         reason=reason,
         description=description,
+        read=read,
+        write=write,
     )
 
 
@@ -157,6 +176,8 @@ def _scalar(kind: FieldKind) -> Any:
         personal: PersonalStance = None,
         reason: str | None = None,
         description: str | None = None,
+        read: Access | None = None,
+        write: Access | None = None,
     ) -> Field:
         return _field(
             kind,
@@ -168,6 +189,8 @@ def _scalar(kind: FieldKind) -> Any:
             personal=personal,
             reason=reason,
             description=description,
+            read=read,
+            write=write,
         )
 
     build.__name__ = kind
@@ -192,6 +215,8 @@ def select(
     filterable: bool = False,
     description: str | None = None,
     read_as_instruction: bool = False,
+    read: Access | None = None,
+    write: Access | None = None,
 ) -> Field:
     """One of ``choices``."""
     return _field(
@@ -203,6 +228,8 @@ def select(
         filterable=filterable,
         description=description,
         read_as_instruction=read_as_instruction,
+        read=read,
+        write=write,
     )
 
 
@@ -213,6 +240,8 @@ def reference(
     filterable: bool = False,
     description: str | None = None,
     read_as_instruction: bool = False,
+    read: Access | None = None,
+    write: Access | None = None,
 ) -> Field:
     """The id of a row of another entity."""
     return _field(
@@ -222,4 +251,6 @@ def reference(
         filterable=filterable,
         description=description,
         read_as_instruction=read_as_instruction,
+        read=read,
+        write=write,
     )
