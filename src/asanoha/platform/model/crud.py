@@ -142,7 +142,8 @@ def build_crud_handlers(
         qn = make_qn(entity_def.feature, kind, f"{entity_def.name}:{verb}")
         if verb == "restore" and not entity.soft_delete:
             raise DefinitionError(f"{qn}: restore needs an entity with soft_delete=True")
-        access = check_access(write if kind == "write" else read, qn)
+        # Only a standard handler may confine callers to their own rows (owner=).
+        access = check_access(write if kind == "write" else read, qn, fields=entity.fields)
         handlers.append(
             HandlerDef(
                 qn=qn,
