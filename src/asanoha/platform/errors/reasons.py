@@ -27,6 +27,8 @@ class Reasons(StrEnum):
     OPERATOR_REQUIRED = "operator_required"
     RAW_SQL_NOT_DECLARED = "raw_sql_not_declared"
     RAW_SQL_REFUSED = "raw_sql_refused"
+    FIELD_READ_DENIED = "field_read_denied"
+    FIELD_WRITE_DENIED = "field_write_denied"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
