@@ -45,6 +45,7 @@ from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
+from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
     Acting,
@@ -115,6 +116,8 @@ class Service:
         # hold only in this process.
         signer = ApprovalSigner(approval_key or secrets.token_bytes(32))
         self.approvals = Approvals(signer, registry, self.tables)
+        #: Whose rows each caller reaches, from the entities' standard handlers (``ownership``).
+        self.owner_rules = OwnerRules(registry)
         self._commit_listeners: list[CommitListener] = []
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}

@@ -30,7 +30,7 @@ from asanoha.platform.errors import (
 from asanoha.platform.model import EntityDef, SessionUser
 from asanoha.platform.model.crud import MAX_LIST_OFFSET
 from asanoha.platform.model.transitions import check_move
-from asanoha.platform.service import gates, provenance
+from asanoha.platform.service import field_access, gates, ownership, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event
@@ -40,6 +40,8 @@ from asanoha.platform.store.projections import Row, encode_values
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
 
+#: Rows as a list (inside the readers, ``list`` names their method).
+Rows = list[Row]
 SORTABLE_BASE_COLUMNS = frozenset({"created_at", "modified_at", "id", "version"})
 FILTER_OPERATORS = frozenset({"eq", "ne", "lt", "lte", "gt", "gte", "in"})
 
@@ -80,11 +82,9 @@ class EntityReader:
         if not include_deleted and self.entity_def.entity.soft_delete:
             query = query.where(self._table.c.is_deleted.is_(False))
         found = self._conn.execute(query).mappings().first()
-        if found is None:
+        if found is None or not self._owns(dict(found), "read"):
             return None
-        row = dict(found)
-        self._note_read([row])
-        return row
+        return self._shown([dict(found)])[0]
 
     def get(self, id: uuid.UUID | str) -> Row:
         """The row; ``NotFoundError`` when there is none."""
@@ -131,21 +131,48 @@ class EntityReader:
 
     # -- reading helpers --------------------------------------------------------------------
 
+    def _owner_rule(self, reach: ownership.Reach) -> ownership.OwnerRule | None:
+        """The owner rule confining this caller's ``reach`` of the entity, if any."""
+        return self._service.owner_rules.rule(self.entity_def, reach, self._user)
+
+    def _owns(self, row: Row, reach: ownership.Reach) -> bool:
+        """Whether the caller owns ``row`` (a function owner is asked per row)."""
+        rule = self._owner_rule(reach)
+        return rule is None or ownership.owned(rule, row, self._user)
+
+    @functools.cached_property
+    def _hidden(self) -> frozenset[str]:
+        return field_access.hidden_fields(self.entity_def, self._user)
+
+    def _shown(self, rows: Rows) -> Rows:
+        """``rows`` as the caller may see them (see ``field_access``), noted as read."""
+        shown = [field_access.without_hidden(row, self._hidden) for row in rows]
+        self._note_read(shown)
+        return shown
+
     def _note_read(self, rows: Iterable[Row]) -> None:
         # The rows handed to the handler are what its result may carry: noted for the trust
         # labels of the result, when the call collects them.
         if self._request is not None and self._request.reads is not None:
             self._request.reads.note(self.entity_def, rows)
 
-    def _scoped(self, query: Select[Any]) -> Select[Any]:
-        return query.where(self._table.c.tenant_id == self._user.tenant_id)
+    def _scoped(self, query: Select[Any], reach: ownership.Reach = "read") -> Select[Any]:
+        """``query`` confined to the caller's tenant, and to its own rows where an owner
+        rule confines the caller's ``reach`` (see ``ownership``)."""
+        query = query.where(self._table.c.tenant_id == self._user.tenant_id)
+        rule = self._owner_rule(reach)
+        if rule is None:
+            return query
+        return ownership.owned_rows(query, self._table, self.entity_def, rule, self._user)
 
     def _load(self, id: uuid.UUID | str, *, include_deleted: bool, for_update: bool = False) -> Row:
-        query = self._scoped(select(self._table)).where(self._table.c.id == self._parse_id(id))
+        query = self._scoped(select(self._table), "write")
+        query = query.where(self._table.c.id == self._parse_id(id))
         if for_update:
             query = query.with_for_update()
         found = self._conn.execute(query).mappings().first()
-        if found is None:
+        # Another's row answers as a missing one: "not yours" would disclose that it exists.
+        if found is None or not self._owns(dict(found), "write"):
             raise NotFoundError(Reasons.ENTITY_NOT_FOUND, entity=self.entity_def.key, id=str(id))
         if not include_deleted and self.entity_def.entity.soft_delete and found["is_deleted"]:
             raise ConflictError(Reasons.ENTITY_DELETED, entity=self.entity_def.key, id=str(id))
@@ -177,6 +204,7 @@ class EntityReader:
         return offset
 
     def _check_column(self, name: str, what: str, *, sortable: bool) -> None:
+        field_access.check_readable(self.entity_def, self._user, name, what, self._handler_qn)
         declared = self.entity_def.entity.fields.get(name)
         allowed = (
             (declared.sortable if sortable else declared.filterable)
@@ -274,6 +302,7 @@ class EntityExecutor(EntityReader):
         stream_id = self._parse_id(raw_id) if raw_id is not None else uuid.uuid4()
         entity = self.entity_def.entity
         values = self._validate(entity.create_model(), data)
+        written = frozenset(values)
         for name, declared in entity.fields.items():
             if name not in values and declared.has_default:
                 default = declared.default
@@ -282,6 +311,7 @@ class EntityExecutor(EntityReader):
         self._run_validate(values, None, is_new=True)
         self._check_write_gates("create", values)
         self._check_transitions(None, values)
+        self._check_field_writes("create", written)
         return self._record(  # type: ignore[return-value]
             str(stream_id),
             0,
@@ -307,6 +337,7 @@ class EntityExecutor(EntityReader):
             )
         model = self.entity_def.entity.changes_model()
         values = self._validate(model, dict(changes))
+        written = frozenset(values)
         row = self._load_live(id, for_update=True)
         if not skip_optimistic_lock and version != row["version"]:
             raise VersionConflictError(
@@ -316,6 +347,7 @@ class EntityExecutor(EntityReader):
         self._run_validate(values, row, is_new=False)
         self._check_write_gates("update", values)
         self._check_transitions(row, values)
+        self._check_field_writes("update", written)
         return self._record(  # type: ignore[return-value]
             str(row["id"]),
             row["version"],
@@ -421,6 +453,10 @@ class EntityExecutor(EntityReader):
         gates.check_public_intake(self._request, self.entity_def, values.keys())
         gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
 
+    def _check_field_writes(self, verb: str, written: frozenset[str]) -> None:
+        """The caller's own data (not defaults or hook values) names only fields it may write."""
+        field_access.check_writable(self.entity_def, self._user, written, verb, self._handler_qn)
+
     def _record(
         self,
         stream_id: str,
@@ -454,11 +490,11 @@ class EntityExecutor(EntityReader):
         provenance.record_instruction_write(
             self._conn, self._service.tables, self._request, self._user, self.entity_def, event
         )
-        if row is not None:
-            self._note_read([row])
-            for hook in self._service.registry.post_save_hooks(self.entity_def.key):
-                hook(row, self)
-        return row
+        if row is None:
+            return None
+        for hook in self._service.registry.post_save_hooks(self.entity_def.key):
+            hook(row, self)
+        return self._shown([row])[0]
 
     def _append(
         self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]

@@ -1,0 +1,95 @@
+"""Row ownership: which rows of an entity a caller reaches.
+
+An entity's standard handlers may declare ``Access(..., owner=...)``: its ``read=`` rule
+confines every read of the entity (list, detail, ``ctx.entity(...).get``) to the caller's own
+rows, its ``write=`` rule every change of an existing row (update, delete, restore, forget).
+The rule belongs to the entity, not to the handler that happens to call the executor, so a
+custom handler's ``ctx.entity(...)``, a job's write and a consumer's reach it the same way.
+Jobs and consumers act as the tenant's system user, which passes only where ``system`` is
+one of ``bypass_roles``.
+
+Another's row is answered as a missing one (404 ``entity_not_found``): a refusal that said
+"not yours" would disclose that the row exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Select, Table, false
+
+from asanoha.platform.model import EntityDef, Registry, SessionUser
+from asanoha.platform.model.access import OwnerCheck
+
+#: Which rule of the entity applies: its standard reads' or its standard writes'.
+Reach = Literal["read", "write"]
+
+
+@dataclass(frozen=True)
+class OwnerRule:
+    """Whose rows a caller reaches: those whose ``owner`` is the caller, unless the caller
+    holds one of ``bypass_roles``."""
+
+    owner: str | OwnerCheck
+    bypass_roles: frozenset[str]
+
+    def confines(self, user: SessionUser) -> bool:
+        """Whether ``user`` reaches only its own rows."""
+        return self.bypass_roles.isdisjoint(user.roles)
+
+    @property
+    def is_column(self) -> bool:
+        """Whether the owner is a column, so the database can pick the caller's rows."""
+        return isinstance(self.owner, str)
+
+
+class OwnerRules:
+    """The owner rules of an application's entities, read once from its standard handlers."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._rules: dict[tuple[str, Reach], OwnerRule] = {}
+        for handler in registry.handlers:
+            if handler.crud is None or handler.access.owner is None:
+                continue
+            key = f"{handler.feature}:{handler.crud.entity}"
+            reach: Reach = "read" if handler.kind == "query" else "write"
+            access = handler.access
+            self._rules[key, reach] = OwnerRule(access.owner, access.bypass_roles)  # type: ignore[arg-type]
+
+    def rule(self, entity_def: EntityDef, reach: Reach, user: SessionUser) -> OwnerRule | None:
+        """The rule that confines ``user`` on ``entity_def``, or ``None`` when none does."""
+        rule = self._rules.get((entity_def.key, reach))
+        return rule if rule is not None and rule.confines(user) else None
+
+
+def owned_rows(
+    query: Select[Any], table: Table, entity_def: EntityDef, rule: OwnerRule, user: SessionUser
+) -> Select[Any]:
+    """``query`` narrowed to ``user``'s rows (a function owner is checked per row by
+    ``owned``, after the read)."""
+    if not isinstance(rule.owner, str):
+        return query
+    column = table.c[rule.owner]
+    declared = entity_def.entity.fields.get(rule.owner)
+    if declared is not None and declared.kind == "reference":
+        # A reference field holds a UUID: a user id that is none owns no row of it.
+        try:
+            return query.where(column == uuid.UUID(user.id))
+        except ValueError:
+            return query.where(false())
+    return query.where(column == user.id)
+
+
+def owned(rule: OwnerRule, row: dict[str, Any], user: SessionUser) -> bool:
+    """Whether ``user`` owns ``row`` (always true for a column owner: the query picked it)."""
+    if isinstance(rule.owner, str):
+        return True
+    return bool(rule.owner(dict(row), user))
+
+
+def keep_owned(rule: OwnerRule, rows: Iterable[dict[str, Any]], user: SessionUser) -> list[Any]:
+    """The rows of ``rows`` that ``user`` owns."""
+    return [row for row in rows if owned(rule, row, user)]
