@@ -33,7 +33,8 @@ DELIBERATE_FAILURES = frozenset({"catalog:write:explode", "catalog:write:rename-
 #: of a schema-valid request is a disagreement between the document and the validation.
 RULES_BEYOND_THE_SCHEMA = frozenset(
     {"not_sortable", "not_filterable", "invalid_cursor", "unknown_operator", "invalid_value",
-     "list_type", "string_type", "reference_not_found", "no_changes"}
+     "list_type", "string_type", "reference_not_found", "no_changes", "not_searchable",
+     "offset_with_cursor"}
 )  # fmt: skip
 
 

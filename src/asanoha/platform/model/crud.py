@@ -29,6 +29,9 @@ class IdPayload(BaseModel):
     id: uuid.UUID
 
 
+#: The longest ``search`` text of a list.
+MAX_SEARCH_LENGTH = 200
+
 #: The largest list offset: far past any page a client reads, and inside a bigint with the
 #: page size added.
 MAX_LIST_OFFSET = 2**31 - 1
@@ -45,6 +48,10 @@ class ListPayload(BaseModel):
     sort: list[str] | None = None
     filter: dict[str, Any] | None = None
     include_deleted: bool = False
+    #: Also answer ``total``: every row the filter and search match (a second query).
+    with_total: bool = False
+    #: Words every row must hold in its ``searchable=True`` fields.
+    search: str | None = PydanticField(default=None, max_length=MAX_SEARCH_LENGTH)
 
 
 def check_exclusions(

@@ -7,16 +7,13 @@ projection row, post-save hooks. Irreversible verbs pass their gate before any r
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
-import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pydantic
-from sqlalchemy import Connection, Select, exc, literal, select
+from sqlalchemy import Connection, Select, exc, func, literal, select
 
 from asanoha.platform.errors import (
     ConflictError,
@@ -33,9 +30,10 @@ from asanoha.platform.model.transitions import check_move
 from asanoha.platform.service import field_access, gates, ownership, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
-from asanoha.platform.store import StoredEvent, append_event, apply_entity_event
+from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, keyset
 from asanoha.platform.store.erasure import scrub_job_payloads, scrub_stream
 from asanoha.platform.store.projections import Row, encode_values
+from asanoha.platform.store.search import search_condition, search_words, searchable_fields
 
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
@@ -101,33 +99,58 @@ class EntityReader:
         sort: list[str] | None = None,
         filter: Mapping[str, Any] | None = None,
         include_deleted: bool = False,
+        with_total: bool = False,
+        search: str | None = None,
     ) -> dict[str, Any]:
-        """A page of rows: ``{"rows": [...], "next_cursor": str | None}``.
+        """A page of rows: ``{"rows": [...], "next_cursor": str | None}``, and ``"total"``
+        (every matching row, counted by a second query) with ``with_total=True``.
 
         ``sort`` names sortable fields (``-name`` descending); ``filter`` maps filterable fields to
-        a value or to ``{op: value}`` with op in eq, ne, lt, lte, gt, gte, in. The cursor is
-        opaque; pass it back to get the next page of the same query.
+        a value or to ``{op: value}`` with op in eq, ne, lt, lte, gt, gte, in; ``search`` keeps
+        the rows whose ``searchable=True`` fields hold every word of it. The cursor is
+        opaque (a keyset: the last row's sort values, see ``store.keyset``); pass it back with
+        the same sort, filter and search to get the next page. ``offset`` skips rows of the
+        first page (kept for compatibility; a cursor pages stably while rows change).
         """
         table = self._table
         query = self._scoped(select(table))
         if not include_deleted and self.entity_def.entity.soft_delete:
             query = query.where(table.c.is_deleted.is_(False))
         query = self._apply_filter(query, filter or {})
-        for key in [*(sort or []), "created_at", "id"]:
-            if not isinstance(key, str):
-                raise invalid_field(self._handler_qn, "sort", "string_type", "sort keys are names")
-            name = key.lstrip("-")
-            self._check_column(name, "sort", sortable=True)
-            column = self._comparable(name, table.c[name])
-            query = query.order_by(column.desc() if key.startswith("-") else column.asc())
-        start = self._decode_cursor(cursor) if cursor else self._check_offset(offset)
-        rows = [
-            dict(r) for r in self._conn.execute(query.offset(start).limit(limit + 1)).mappings()
-        ]
-        next_cursor = self._encode_cursor(start + limit) if len(rows) > limit else None
+        query = self._apply_search(query, search)
+        keys = self._sort_keys(sort or [])
+        shape = {"sort": sort or [], "filter": filter or {}, "search": search or ""}
+        digest = keyset.query_digest(self.entity_def.key, shape | {"deleted": include_deleted})
+        page_query = query.order_by(*keyset.order_by(keys))
+        if cursor:
+            page_query = page_query.where(
+                keyset.after(keys, self._decode_cursor(cursor, digest, keys))
+            )
+            if offset:
+                raise invalid_field(
+                    self._handler_qn,
+                    "offset",
+                    "offset_with_cursor",
+                    "send offset or cursor, not both",
+                )
+        else:
+            page_query = page_query.offset(self._check_offset(offset))
+        rows = [dict(r) for r in self._conn.execute(page_query.limit(limit + 1)).mappings()]
         page = rows[:limit]
-        self._note_read(page)
-        return {"rows": page, "next_cursor": next_cursor}
+        next_cursor = None
+        if len(rows) > limit:
+            next_cursor = keyset.encode_cursor([page[-1][key.name] for key in keys], digest)
+        rule = self._owner_rule("read")
+        if rule is not None:
+            # A function owner is asked per row, after the read: such a list's pages may hold
+            # fewer rows than limit (the cursor still moves past every row read).
+            page = [row for row in page if ownership.owned(rule, row, self._user)]
+        result: dict[str, Any] = {"rows": self._shown(page), "next_cursor": next_cursor}
+        if with_total:
+            # A second query over the same conditions, without order, cursor or limit.
+            counted = select(func.count()).select_from(query.order_by(None).subquery())
+            result["total"] = int(self._conn.execute(counted).scalar_one())
+        return result
 
     # -- reading helpers --------------------------------------------------------------------
 
@@ -270,19 +293,50 @@ class EntityReader:
         bound = literal(value, type_=column.type)
         return _compare(self._comparable(name, column), op, self._comparable(name, bound))
 
-    def _encode_cursor(self, offset: int) -> str:
-        return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
+    def _sort_keys(self, sort: Sequence[str]) -> tuple[keyset.SortKey, ...]:
+        for key in sort:
+            if not isinstance(key, str):
+                raise invalid_field(self._handler_qn, "sort", "string_type", "sort keys are names")
+            self._check_column(key.lstrip("-"), "sort", sortable=True)
+        return tuple(self._sort_key(name, desc) for name, desc in keyset.sort_names(sort))
 
-    def _decode_cursor(self, cursor: str) -> int:
-        try:
-            offset = json.loads(base64.urlsafe_b64decode(cursor.encode()))["o"]
-            if isinstance(offset, int) and 0 <= offset <= MAX_LIST_OFFSET:
-                return offset
-        except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
-            pass
-        raise invalid_field(
-            self._handler_qn, "cursor", "invalid_cursor", "not a cursor this list returned"
+    def _sort_key(self, name: str, descending: bool) -> keyset.SortKey:
+        declared = self.entity_def.entity.fields.get(name)
+        column = self._table.c[name]
+        return keyset.SortKey(
+            name=name,
+            descending=descending,
+            column=self._comparable(name, column),
+            kind=declared.kind if declared else keyset.BASE_KINDS[name],
+            nullable=declared is not None,
+            bind=functools.partial(self._bind, name, column),
         )
+
+    def _bind(self, name: str, column: Any, value: Any) -> Any:
+        return self._comparable(name, literal(value, type_=column.type))
+
+    def _decode_cursor(
+        self, cursor: str, digest: str, keys: Sequence[keyset.SortKey]
+    ) -> Sequence[Any]:
+        try:
+            return keyset.decode_cursor(cursor, digest, keys)
+        except keyset.CursorError as error:
+            raise invalid_field(self._handler_qn, "cursor", "invalid_cursor", str(error)) from None
+
+    def _apply_search(self, query: Select[Any], search: str | None) -> Select[Any]:
+        if search is None:
+            return query
+        names = searchable_fields(self.entity_def.entity)
+        if not names:
+            raise invalid_field(
+                self._handler_qn,
+                "search",
+                "not_searchable",
+                f"entity {self.entity_def.key!r} declares no searchable field; declare "
+                "fields.text(..., searchable=True) or fields.long_text(..., searchable=True)",
+            )
+        backend = self._service.database.backend.name
+        return query.where(search_condition(backend, self._table, names, search_words(search)))
 
 
 class EntityExecutor(EntityReader):

@@ -33,6 +33,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.fields import Field
+from asanoha.platform.store.search import search_index
 
 # JSONB on Postgres, JSON text elsewhere. BigInteger identity on Postgres; SQLite only
 # auto-increments an INTEGER PRIMARY KEY.
@@ -384,4 +385,6 @@ def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
             *(table.c[name] for name in fields_),
             unique=True,
         )
+    # The GIN index of a list's search (Postgres only; see ``store.search``).
+    search_index(table, entity)
     return table

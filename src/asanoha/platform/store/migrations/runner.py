@@ -33,6 +33,7 @@ from asanoha.platform.store.migrations.revisions import (
     app_head,
     database_revision,
 )
+from asanoha.platform.store.search import POSTGRES_ONLY
 from asanoha.platform.store.tables import ExactDecimal, UtcDateTime, build_tables
 
 PLATFORM_TABLE_PREFIX = "asanoha_"
@@ -96,12 +97,20 @@ def run_env() -> None:
 
     config = context.config
     target: MigrationTarget = config.attributes["target"]
+    connection: Connection | None = config.attributes.get("connection")
+    dialect = (
+        connection.dialect.name
+        if connection is not None
+        else config.attributes["url"].get_backend_name()
+    )
 
     def include_object(obj: Any, name: str | None, kind: str, reflected: bool, other: Any) -> bool:
         table = obj if kind == "table" else getattr(obj, "table", None)
         table_name = name if kind == "table" else getattr(table, "name", "")
         if not target.owns(table_name or ""):
             return False
+        if kind == "index" and obj.info.get(POSTGRES_ONLY) and dialect != "postgresql":
+            return False  # the search index (see store.search)
         # tx_id is added by the Postgres backend's own DDL (see backends.after_create).
         return not (kind == "column" and name == "tx_id" and table_name == "asanoha_events")
 
@@ -118,7 +127,6 @@ def run_env() -> None:
         "render_item": _render_item,
         "compare_type": True,
     }
-    connection: Connection | None = config.attributes.get("connection")
     if connection is None:
         url = config.attributes["url"]
         context.configure(
