@@ -13,9 +13,7 @@ notes.crud(
     Entity(
         table="list_notes",
         fields={
-            "title": fields.text(
-                personal=False, reason="fixture", searchable=True, sortable=True
-            ),
+            "title": fields.text(personal=False, reason="fixture", searchable=True, sortable=True),
             "body": fields.long_text(personal=False, reason="fixture", searchable=True),
             "rank": fields.integer(sortable=True, filterable=True),
             "price": fields.decimal(sortable=True),

@@ -139,4 +139,3 @@ def test_offset_still_skips_rows_of_the_first_page(stack: Stack) -> None:
     assert [row["id"] for row in skipped["rows"]] == [row["id"] for row in whole[2:4]]
     rest = stack.service.dispatch_query(LIST, {"cursor": skipped["next_cursor"]}, ADMIN)
     assert [row["id"] for row in rest["rows"]] == [row["id"] for row in whole[4:]]
-
