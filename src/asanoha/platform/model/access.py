@@ -176,7 +176,7 @@ def check_owner(owner: str | OwnerCheck, fields: Mapping[str, Field], qn: str) -
         )
     if declared.kind not in OWNER_FIELD_KINDS:
         raise DefinitionError(
-            f"{qn}: Access(owner={owner!r}) names a {declared.kind} field; an owner field "
+            f"{qn}: Access(owner={owner!r}) names a field of kind {declared.kind}; an owner field "
             "holds a user id: a text or reference field, or 'created_by'"
         )
 

@@ -335,6 +335,9 @@ class EntityReader:
                 f"entity {self.entity_def.key!r} declares no searchable field; declare "
                 "fields.text(..., searchable=True) or fields.long_text(..., searchable=True)",
             )
+        names = field_access.readable_fields(
+            self.entity_def, self._user, names, "search", self._handler_qn
+        )
         backend = self._service.database.backend.name
         return query.where(search_condition(backend, self._table, names, search_words(search)))
 

@@ -4,10 +4,13 @@ A field declared ``read=Access(...)`` is left out of every row the entity execut
 a caller it does not admit, so it never reaches a handler's result: not the HTTP answer, not
 an MCP tool result, not a job's ``ctx.trigger.result``. Sorting or filtering by it would
 disclose its values one comparison at a time, so both are refused (403
-``field_read_denied``). A field declared ``write=Access(...)`` may be written only by a
-caller it admits; a write naming it is refused (403 ``field_write_denied``) before anything
-is written. Presence in the data counts, not whether the value changes; defaults and
-pre-save hooks (the application's own values) are not the caller's.
+``field_read_denied``); a search matches only the fields the caller may read (on Postgres
+such a search cannot use the index of all searchable fields).
+
+A field declared ``write=Access(...)`` may be written only by a caller it admits; a write
+naming it is refused (403 ``field_write_denied``) before anything is written. Presence in
+the data counts, not whether the value changes; defaults and pre-save hooks (the
+application's own values) are not the caller's.
 
 The rules hold for every caller, jobs and consumers (the system user) included: a rule that
 should let them through lists the role ``system``.
@@ -15,7 +18,7 @@ should let them through lists the role ``system``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from asanoha.platform.errors import AccessDeniedError, Reasons
@@ -50,6 +53,24 @@ def check_readable(
             use=use,
             fields=[name],
         )
+
+
+def readable_fields(
+    entity_def: EntityDef, user: SessionUser, names: Sequence[str], use: str, handler_qn: str
+) -> list[str]:
+    """The fields of ``names`` that ``user`` may read, for a ``use`` (search) that spans
+    several: it matches only those; none at all is refused."""
+    hidden = hidden_fields(entity_def, user)
+    readable = [name for name in names if name not in hidden]
+    if names and not readable:
+        raise AccessDeniedError(
+            Reasons.FIELD_READ_DENIED,
+            handler=handler_qn,
+            entity=entity_def.key,
+            use=use,
+            fields=list(names),
+        )
+    return readable
 
 
 def check_writable(
