@@ -1,0 +1,134 @@
+"""Row ownership: a caller confined by owner= sees and changes only its own rows; another's
+row is answered as a missing one and nothing is written."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from asanoha import NotFoundError
+from asanoha.platform.model import SessionUser
+from asanoha.testing import Stack
+from tests.integration.access.features import ALICE, AUDITOR, BOB, TENANT
+
+NOTE = "owned:{kind}:note:{verb}"
+
+
+def qn(kind: str, verb: str) -> str:
+    return NOTE.format(kind=kind, verb=verb)
+
+
+def _alices_note(stack: Stack) -> dict[str, object]:
+    row: dict[str, object] = stack.http.write_ok(qn("write", "create"), {"title": "mine"}, ALICE)
+    return row
+
+
+def test_another_callers_list_and_detail_show_nothing_of_the_row(stack: Stack) -> None:
+    row = _alices_note(stack)
+    stack.http.write_ok(qn("write", "create"), {"title": "bobs"}, BOB)
+    listed = stack.http.query_ok(qn("query", "list"), {}, BOB)
+    assert [r["title"] for r in listed["rows"]] == ["bobs"]
+    missing = stack.http.query_err(qn("query", "detail"), {"id": row["id"]}, BOB)
+    assert (missing.http_status, missing.reason) == (404, "entity_not_found")
+    assert stack.http.query_ok(qn("query", "detail"), {"id": row["id"]}, ALICE)["title"] == "mine"
+
+
+def test_update_delete_and_restore_of_another_callers_row_answer_404_and_write_nothing(
+    stack: Stack,
+) -> None:
+    row = _alices_note(stack)
+    never = {"id": str(uuid.uuid4())}
+    with stack.nothing_written():
+        update = stack.http.write_err(
+            qn("write", "update"),
+            {"id": row["id"], "version": row["version"], "changes": {"title": "bobs now"}},
+            BOB,
+        )
+        delete = stack.http.write_err(qn("write", "delete"), {"id": row["id"]}, BOB)
+        unknown = stack.http.write_err(qn("write", "delete"), never, BOB)
+    for refused in (update, delete):
+        assert (refused.http_status, refused.reason) == (404, "entity_not_found")
+        # The same answer as for a row that does not exist: nothing tells that it does.
+        assert refused.details.keys() == unknown.details.keys()
+    stack.http.write_ok(qn("write", "delete"), {"id": row["id"]}, ALICE)
+    with stack.nothing_written():
+        restore = stack.http.write_err(qn("write", "restore"), {"id": row["id"]}, BOB)
+    assert (restore.http_status, restore.reason) == (404, "entity_not_found")
+    stack.http.write_ok(qn("write", "restore"), {"id": row["id"]}, ALICE)
+
+
+def test_forget_of_another_callers_row_answers_404_and_writes_nothing(stack: Stack) -> None:
+    row = _alices_note(stack)
+    service = stack.service
+    with stack.nothing_written(), pytest.raises(NotFoundError), service.unit_of_work(BOB) as unit:
+        service.executor(unit, "note", BOB, feature="owned", caller="test").forget(row["id"])
+
+
+def test_a_bypass_role_sees_and_changes_every_row(stack: Stack) -> None:
+    row = _alices_note(stack)
+    stack.http.write_ok(qn("write", "create"), {"title": "bobs"}, BOB)
+    listed = stack.http.query_ok(qn("query", "list"), {"sort": ["title"]}, AUDITOR)
+    assert [r["title"] for r in listed["rows"]] == ["bobs", "mine"]
+    changed = stack.http.write_ok(
+        qn("write", "update"),
+        {"id": row["id"], "version": row["version"], "changes": {"title": "audited"}},
+        AUDITOR,
+    )
+    assert changed["title"] == "audited"
+
+
+def test_a_custom_handler_reaches_the_rows_under_the_same_rule(stack: Stack) -> None:
+    row = _alices_note(stack)
+    with stack.nothing_written():
+        refused = stack.http.write_err(
+            "owned:write:rename-note", {"id": row["id"], "title": "x"}, BOB
+        )
+    assert (refused.http_status, refused.reason) == (404, "entity_not_found")
+    assert stack.http.query_ok("owned:query:peek-note", {"id": row["id"]}, BOB) is None
+    renamed = stack.http.write_ok("owned:write:rename-note", {"id": row["id"], "title": "y"}, ALICE)
+    assert renamed["title"] == "y"
+
+
+def test_the_system_user_is_confined_like_any_caller(stack: Stack) -> None:
+    _alices_note(stack)
+    listed = stack.service.dispatch_query(qn("query", "list"), {}, AUDITOR)
+    assert len(listed["rows"]) == 1
+    with stack.service.unit_of_work(SessionUser.system(TENANT)) as unit:
+        reader = stack.service.reader(unit, "note", unit.user, feature="owned", caller="test")
+        assert reader.list()["rows"] == []
+
+
+def test_an_owner_field_holding_the_user_id_confines_list_and_writes(stack: Stack) -> None:
+    mine = stack.http.write_ok(
+        "owned:write:ticket:create", {"holder": "alice", "title": "a"}, ALICE
+    )
+    stack.http.write_ok("owned:write:ticket:create", {"holder": "bob", "title": "b"}, ALICE)
+    listed = stack.http.query_ok("owned:query:ticket:list", {}, BOB)
+    assert [r["title"] for r in listed["rows"]] == ["b"]
+    with stack.nothing_written():
+        refused = stack.http.write_err("owned:write:ticket:delete", {"id": mine["id"]}, BOB)
+    assert refused.reason == "entity_not_found"
+
+
+def test_a_reference_owner_field_compares_the_user_id_as_a_uuid(stack: Stack) -> None:
+    holder = uuid.uuid4()
+    owner = SessionUser.of(str(holder), TENANT, ["Staff"])
+    stack.http.write_ok("owned:write:card:create", {"holder": str(holder), "title": "c"}, owner)
+    assert len(stack.http.query_ok("owned:query:card:list", {}, owner)["rows"]) == 1
+    # A user id that is no UUID owns no row of a reference owner.
+    assert stack.http.query_ok("owned:query:card:list", {}, ALICE)["rows"] == []
+
+
+def test_a_function_owner_is_asked_for_every_row(stack: Stack) -> None:
+    shared = stack.http.write_ok("owned:write:memo:create", {"title": "alice bob"}, ALICE)
+    alone = stack.http.write_ok("owned:write:memo:create", {"title": "alice"}, ALICE)
+    listed = stack.http.query_ok("owned:query:memo:list", {}, BOB)
+    assert [r["id"] for r in listed["rows"]] == [shared["id"]]
+    assert stack.http.query_err("owned:query:memo:detail", {"id": alone["id"]}, BOB).reason == (
+        "entity_not_found"
+    )
+    with stack.nothing_written():
+        refused = stack.http.write_err("owned:write:memo:delete", {"id": alone["id"]}, BOB)
+    assert refused.reason == "entity_not_found"
+    stack.http.write_ok("owned:write:memo:delete", {"id": shared["id"]}, BOB)
