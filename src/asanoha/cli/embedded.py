@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import typer
 
 from asanoha.app import App
+from asanoha.platform.log_format import configured_log_format
 from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.settings import EMBEDDED_BROKER_URL
 
@@ -73,6 +74,8 @@ def show_job_activity(log_level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(JOB_ACTIVITY_FORMAT))
     level = logging.getLevelName(log_level.upper())
+    if configured_log_format() == "json":
+        return  # the root logger's JSON handler writes them already
     for name in JOB_ACTIVITY_LOGGERS:
         logger = logging.getLogger(name)
         # Celery puts a NullHandler on its own loggers; a handler of the user's stays.

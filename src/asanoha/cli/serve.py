@@ -17,8 +17,10 @@ from asanoha.cli.embedded import (
     use_process_secret,
     uses_embedded_broker,
 )
+from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
 from asanoha.cli.signing import refuse_insecure_signing
+from asanoha.platform.log_format import configure_logging, logging_config
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -114,6 +116,11 @@ def serve(
     refuse_insecure_signing(loaded)
     require_current_schema(loaded, app)
     server = server_options(log_level, proxy_headers, forwarded_allow_ips, root_path)
+    if set_up_observability(loaded, "api") == "json":
+        # This process, and each uvicorn process (workers, reload), which sets up its own.
+        level = "DEBUG" if log_level == LogLevel.TRACE else log_level.value.upper()
+        configure_logging("json", level)
+        server["log_config"] = logging_config("json", level)
     if reload:
         if minted:
             announce_development_token(loaded)
@@ -177,7 +184,9 @@ def server_options(
 def http_app_from_environment() -> FastAPI:
     """The HTTP app of the application ``ASANOHA_SERVE_APP`` names (in a worker of
     ``serve --workers N``)."""
-    return load_app(_app_reference()).http
+    loaded = load_app(_app_reference())
+    set_up_observability(loaded, "api")
+    return loaded.http
 
 
 #: The in-process worker of the server process ``serve --reload`` starts; it ends with the
@@ -192,6 +201,7 @@ def http_app_for_reload() -> FastAPI:
     reference = _app_reference()
     loaded = load_app(reference)
     require_current_schema(loaded, reference)
+    set_up_observability(loaded, "api")
     api = loaded.http
     if uses_embedded_broker(loaded) and (loaded.registry.jobs or loaded.consumers):
         worker = embedded_worker(loaded, os.environ.get(LOG_LEVEL_VARIABLE, "info"))

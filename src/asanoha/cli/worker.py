@@ -16,8 +16,10 @@ from asanoha.cli.celery_runner import (
     refuse_owned_options,
     run_celery,
 )
+from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
 from asanoha.cli.signing import refuse_insecure_signing
+from asanoha.platform.log_format import LogFormat
 from asanoha.platform.model.handlers import Lane
 from asanoha.platform.settings import Settings
 
@@ -88,6 +90,7 @@ def worker(
     refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "worker")
+    use_celery_logging(set_up_observability(loaded, "worker"))
     # The pool processes are forked from this one: it must hold no database connection
     # they would share (each pool process also drops what it inherited, see CeleryJobs).
     loaded.database.dispose()
@@ -171,4 +174,12 @@ def beat(
     refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "beat")
+    use_celery_logging(set_up_observability(loaded, "beat"))
     run_celery(loaded.celery, ["beat", f"--schedule={schedule}", "--loglevel=INFO"])
+
+
+def use_celery_logging(log_format: LogFormat) -> None:
+    """Have the Celery program run next log in ``log_format`` (see ``workers/log_hooks``)."""
+    from asanoha.workers.log_hooks import use_platform_logging
+
+    use_platform_logging(log_format)

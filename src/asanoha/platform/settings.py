@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -93,6 +94,12 @@ class Settings(BaseSettings):
     #: After a commit that appended events a consumer follows, publish a (coalesced) task
     #: that advances the consumers.
     consumer_wake: bool = True
+    #: How serve, worker and beat write log lines: ``json`` (one object per line), ``text``,
+    #: or ``auto`` (text on a terminal, json otherwise).
+    log_format: Literal["auto", "text", "json"] = "auto"
+    #: With tracing on (``OTEL_*``), a span for every SQL statement of the application's
+    #: database (the statement, never its parameters).
+    trace_sql: bool = False
 
     @property
     def jwt_secrets(self) -> tuple[str, ...]:

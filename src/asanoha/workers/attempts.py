@@ -33,6 +33,7 @@ from asanoha.platform.service.outbox import (
     mark_published,
 )
 from asanoha.platform.settings import Settings
+from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
 from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.job_rows import (
     AttemptEnd,
@@ -118,6 +119,7 @@ class AttemptRunner:
             retries=attempt - 1,
             trigger_result=claim.trigger_result,
         )
+        bind_attempt_log_fields(ctx)
         try:
             returned = self._call(job, claim.payload, ctx)
         except JobCancelled as exc:
@@ -143,8 +145,10 @@ class AttemptRunner:
         context = contextvars.Context()
         if self.thread_time_limits:
             timeout = job_timeout(job, self._settings)
-            return call_with_time_limit(lambda: context.run(job.func, payload, ctx), timeout)
-        return context.run(job.func, payload, ctx)
+            return call_with_time_limit(
+                lambda: context.run(call_in_attempt_span, job, payload, ctx), timeout
+            )
+        return context.run(call_in_attempt_span, job, payload, ctx)
 
     def _failed(
         self,

@@ -60,6 +60,8 @@ class JobMeta:
     origin: WriteOrigin = field(default_factory=WriteOrigin)
     #: Why the triggering write's result was not stored for the job, else ``None``.
     trigger_result_refused: str | None = None
+    #: The W3C trace context of the write that enqueued the job (tracing on), else ``None``.
+    traceparent: str | None = None
 
     @classmethod
     def from_headers(cls, meta: Mapping[str, Any]) -> JobMeta:
@@ -78,6 +80,7 @@ class JobMeta:
             correlation_id=meta.get("correlation_id"),
             origin=WriteOrigin.from_header(meta.get("origin")),
             trigger_result_refused=meta.get("trigger_result_refused"),
+            traceparent=meta.get("traceparent"),
         )
 
 

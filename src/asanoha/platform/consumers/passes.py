@@ -7,6 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from asanoha.platform import telemetry
 from asanoha.platform.consumers.context import ConsumerContext
 from asanoha.platform.consumers.cursors import Cursor, describe_error, save_cursor
 from asanoha.platform.consumers.visibility import Visibility
@@ -68,17 +69,21 @@ def run_pass(
         scan = visibility.scan(conn, tables, cursor, consumer.on, limit)
         retry_at: dt.datetime | None = None
         failed = False
-        for event in scan.events:
-            ctx = ConsumerContext(service, conn, consumer, event)
-            error = _deliver(conn, consumer, event, ctx)
-            if error is not None:
-                position, gaps = scan.until(event)
-                retry_at = _record_failure(
-                    conn, tables, consumer, cursor, event, error, position=position, gaps=gaps
-                )
-                failed = True
-                break
-            delivered.append(ctx)
+        # A batch has as many causes as events: the pass's span links to each one's trace.
+        with telemetry.consumer_pass_span(consumer.qn, scan.events) as span:
+            for event in scan.events:
+                ctx = ConsumerContext(service, conn, consumer, event)
+                error = _deliver(conn, consumer, event, ctx)
+                if error is not None:
+                    position, gaps = scan.until(event)
+                    retry_at = _record_failure(
+                        conn, tables, consumer, cursor, event, error, position=position, gaps=gaps
+                    )
+                    failed = True
+                    span.outcome("failed", "delivery_failed")
+                    break
+                delivered.append(ctx)
+            span.set("delivered", len(delivered))
         if not failed and (scan.changes_state or cursor.event_id is not None):
             save_cursor(
                 conn,
@@ -106,6 +111,16 @@ def _deliver(
     conn: Connection, consumer: ConsumerDef, event: StoredEvent, ctx: ConsumerContext
 ) -> Exception | None:
     """Call the handler and keep its effects; return the error that rolled them back."""
+    with telemetry.delivery_span(consumer.qn, event.id, event.type, event.metadata) as span:
+        error = _deliver_in_span(conn, consumer, event, ctx)
+        if error is not None:
+            span.outcome(*telemetry.outcome_of(error))
+        return error
+
+
+def _deliver_in_span(
+    conn: Connection, consumer: ConsumerDef, event: StoredEvent, ctx: ConsumerContext
+) -> Exception | None:
     try:
         consumer.func(event, ctx)
     except Exception as error:

@@ -22,6 +22,7 @@ from asanoha.platform.http.mounts import AsgiMount, combined_lifespan
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 from asanoha.platform.http.routes import add_handler_routes
+from asanoha.platform.http.tracing import trace_requests
 from asanoha.platform.http.wire import (
     ErrorEnvelope,
     SuccessEnvelope,
@@ -92,6 +93,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     add_error_handlers(api, app)
     api.add_middleware(RequestIdMiddleware)
     install_openapi(api, catalogue)
+    trace_requests(api)
     return api
 
 

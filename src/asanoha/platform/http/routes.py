@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
+from asanoha.platform.http.access_docs import access_extensions
 from asanoha.platform.http.auth import authenticate
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
@@ -23,7 +24,7 @@ from asanoha.platform.http.wire import (
     internal_error_response,
     success_response,
 )
-from asanoha.platform.model import HandlerDef, SessionUser, resolve_agent_exposure
+from asanoha.platform.model import HandlerDef, Registry, SessionUser, resolve_agent_exposure
 from asanoha.platform.service import RequestMeta
 from asanoha.platform.service.idempotency import IDEMPOTENCY_HEADER, REPLAYED_HEADER, Replay
 
@@ -129,8 +130,11 @@ def needs_body(model: type[BaseModel]) -> bool:
     return any(field.is_required() for field in model.model_fields.values())
 
 
-def operation_doc(handler: HandlerDef, catalogue: SchemaCatalogue) -> dict[str, Any]:
-    """The OpenAPI extras of a handler route: its payload model, envelopes and security."""
+def operation_doc(
+    handler: HandlerDef, catalogue: SchemaCatalogue, registry: Registry | None = None
+) -> dict[str, Any]:
+    """The OpenAPI extras of a handler route: its payload model, envelopes and security,
+    and with ``registry`` its owner rule and guarded fields (see ``access_docs``)."""
     exposure = resolve_agent_exposure(handler)
     security: list[dict[str, list[str]]] = [{BEARER_SCHEME: []}]
     if handler.access.public:
@@ -154,6 +158,7 @@ def operation_doc(handler: HandlerDef, catalogue: SchemaCatalogue) -> dict[str, 
         "security": security,
         "x-asanoha-risk": exposure.risk,
         "x-asanoha-access": handler.access.describe(),
+        **access_extensions(handler, registry),
     }
 
 
@@ -171,7 +176,7 @@ def add_handler_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue)
             summary=handler.qn,
             description=handler.description or "",
             tags=[handler.feature],
-            openapi_extra=operation_doc(handler, catalogue),
+            openapi_extra=operation_doc(handler, catalogue, app.registry),
             response_model=None,
         )
     for kind in ("write", "query"):

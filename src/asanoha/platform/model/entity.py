@@ -261,6 +261,11 @@ def _build_model(
             extra["x-personal"] = True
         if declared.read_as_instruction:
             extra["x-read-as-instruction"] = True
+        # Field access rules, for the OpenAPI document (see ``service.field_access``).
+        if declared.read is not None:
+            extra["x-asanoha-read"] = declared.read.describe()
+        if declared.write is not None:
+            extra["x-asanoha-write"] = declared.write.describe()
         info = PydanticField(description=declared.description, json_schema_extra=extra or None)
         if declared.required and not partial and not declared.has_default:
             definitions[name] = (python_type, info)

@@ -21,6 +21,7 @@ import pydantic
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError
 
+from asanoha.platform import telemetry
 from asanoha.platform.errors import (
     AccessDeniedError,
     AsanohaError,
@@ -29,6 +30,7 @@ from asanoha.platform.errors import (
     UnprocessableError,
     ValidationError,
 )
+from asanoha.platform.log_context import bound_log_fields
 from asanoha.platform.metrics import count_after_commit_failure, count_failed_write, count_write
 from asanoha.platform.model import (
     EntityDef,
@@ -160,6 +162,35 @@ class Service:
             handler, model = self._admit(qn, "write", payload, user)
             key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
             return self._run_nested(parent, handler, model, user, key, replay)
+        meta = meta or RequestMeta()
+        with (
+            telemetry.dispatch_span("write", qn, user.tenant_id) as span,
+            bound_log_fields(
+                request_id=meta.request_id,
+                correlation_id=meta.correlation_id,
+                tenant=user.tenant_id,
+                handler=qn,
+            ),
+        ):
+            return self._dispatch_top_write(
+                qn, payload, user, meta, origin, acting, approval, reads, idempotency_key,
+                replay, span,
+            )  # fmt: skip
+
+    def _dispatch_top_write(
+        self,
+        qn: str,
+        payload: Any,
+        user: SessionUser,
+        meta: RequestMeta,
+        origin: WriteOrigin | None,
+        acting: Acting | None,
+        approval: str | None,
+        reads: InstructionReads | None,
+        idempotency_key: str | None,
+        replay: idempotency.Replay | None,
+        span: telemetry.Span,
+    ) -> Any:
         # What counted_write does, inline: a top-level write is the hottest path there is.
         refused: AsanohaError | None = None
         try:
@@ -171,6 +202,8 @@ class Service:
                 if stored is not None:
                     return stored.answer()
                 request = self._open(conn, "write", handler, user, meta, origin)
+                span.set("entry.handler", handler.qn)
+                span.set("entry.risk", request.entry.risk if request.entry else None)
                 request.acting = acting
                 request.reads = reads
 
@@ -488,14 +521,26 @@ class Service:
         with ``parent`` it reads through the parent's transaction (its own writes included).
         ``reads`` collects the instruction fields the query reads.
         """
-        handler, model = self._admit(qn, "query", payload, user)
         if parent is not None:
+            handler, model = self._admit(qn, "query", payload, user)
             return handler.func(model, QueryContext(self, parent, handler, user))
-        self._check_rate(handler, user, meta)
-        with self.database.read_only() as conn:
-            request = self._open(conn, "query", handler, user, meta, None)
-            request.reads = reads
-            return handler.func(model, QueryContext(self, request, handler, user))
+        with (
+            telemetry.dispatch_span("query", qn, user.tenant_id) as span,
+            bound_log_fields(
+                request_id=meta.request_id if meta else None,
+                correlation_id=meta.correlation_id if meta else None,
+                tenant=user.tenant_id,
+                handler=qn,
+            ),
+        ):
+            handler, model = self._admit(qn, "query", payload, user)
+            self._check_rate(handler, user, meta)
+            with self.database.read_only() as conn:
+                request = self._open(conn, "query", handler, user, meta, None)
+                span.set("entry.handler", handler.qn)
+                span.set("entry.risk", request.entry.risk if request.entry else None)
+                request.reads = reads
+                return handler.func(model, QueryContext(self, request, handler, user))
 
     # -- entities, events and jobs ----------------------------------------------------------
 
@@ -732,6 +777,8 @@ class Service:
             "request_id": meta.request_id or (request.request_id if request else None),
             "correlation_id": meta.correlation_id,
             "causation_id": meta.causation_id,
+            # The trace of the write, which the consumers delivering the event join.
+            **telemetry.trace_headers(),
         }
 
     def _admit(
@@ -809,6 +856,8 @@ class Service:
             "origin": request.origin.to_header(),
             "request_id": request.request_id,
             "correlation_id": request.meta.correlation_id,
+            # The job's attempts join the trace of the write that enqueued it.
+            **telemetry.trace_headers(),
         }
         if result is not None and result.refused:
             headers["trigger_result_refused"] = result.refused

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from asanoha.platform import telemetry
 from asanoha.platform.errors import VersionConflictError
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
@@ -73,13 +74,16 @@ def append_event(
         "created_at": now,
         "created_by": created_by,
     }
-    event_id = backend.insert_unless_exists(conn, tables.events, row)
-    if event_id is None:
-        raise VersionConflictError(
-            stream_id=stream_id,
-            expected_version=expected_version,
-            current_version=stream_version(conn, tables, tenant_id, stream_id),
-        )
+    with telemetry.event_span(type, stream_id, stream_type, tenant_id) as span:
+        event_id = backend.insert_unless_exists(conn, tables.events, row)
+        if event_id is None:
+            raise VersionConflictError(
+                stream_id=stream_id,
+                expected_version=expected_version,
+                current_version=stream_version(conn, tables, tenant_id, stream_id),
+            )
+        span.set("event.position", int(event_id))
+        span.set("stream.version", expected_version + 1)
     return StoredEvent(id=int(event_id), **row)  # type: ignore[arg-type]
 
 
