@@ -3,6 +3,8 @@ row is answered as a missing one and nothing is written."""
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 
 import pytest
@@ -27,8 +29,9 @@ def _alices_note(stack: Stack) -> dict[str, object]:
 def test_another_callers_list_and_detail_show_nothing_of_the_row(stack: Stack) -> None:
     row = _alices_note(stack)
     stack.http.write_ok(qn("write", "create"), {"title": "bobs"}, BOB)
-    listed = stack.http.query_ok(qn("query", "list"), {}, BOB)
+    listed = stack.http.query_ok(qn("query", "list"), {"with_total": True}, BOB)
     assert [r["title"] for r in listed["rows"]] == ["bobs"]
+    assert listed["total"] == 1
     missing = stack.http.query_err(qn("query", "detail"), {"id": row["id"]}, BOB)
     assert (missing.http_status, missing.reason) == (404, "entity_not_found")
     assert stack.http.query_ok(qn("query", "detail"), {"id": row["id"]}, ALICE)["title"] == "mine"
@@ -123,8 +126,9 @@ def test_a_reference_owner_field_compares_the_user_id_as_a_uuid(stack: Stack) ->
 def test_a_function_owner_is_asked_for_every_row(stack: Stack) -> None:
     shared = stack.http.write_ok("owned:write:memo:create", {"title": "alice bob"}, ALICE)
     alone = stack.http.write_ok("owned:write:memo:create", {"title": "alice"}, ALICE)
-    listed = stack.http.query_ok("owned:query:memo:list", {}, BOB)
+    listed = stack.http.query_ok("owned:query:memo:list", {"with_total": True}, BOB)
     assert [r["id"] for r in listed["rows"]] == [shared["id"]]
+    assert listed["total"] == 1
     assert stack.http.query_err("owned:query:memo:detail", {"id": alone["id"]}, BOB).reason == (
         "entity_not_found"
     )
@@ -132,3 +136,24 @@ def test_a_function_owner_is_asked_for_every_row(stack: Stack) -> None:
         refused = stack.http.write_err("owned:write:memo:delete", {"id": alone["id"]}, BOB)
     assert refused.reason == "entity_not_found"
     stack.http.write_ok("owned:write:memo:delete", {"id": shared["id"]}, BOB)
+
+
+def test_a_function_owner_list_reads_on_to_full_pages_whose_cursors_name_owned_rows(
+    stack: Stack,
+) -> None:
+    titles = ["alice bob" if i % 4 == 3 else "alice" for i in range(14)]
+    rows = [stack.http.write_ok("owned:write:memo:create", {"title": t}, ALICE) for t in titles]
+    bobs = {row["id"] for row in rows if "bob" in row["title"]}
+    seen: list[str] = []
+    cursor = None
+    while True:
+        payload = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = stack.http.query_ok("owned:query:memo:list", payload, BOB)
+        seen += [row["id"] for row in page["rows"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+        assert len(page["rows"]) == 2
+        body = base64.urlsafe_b64decode(cursor.partition(".")[0] + "==")
+        assert json.loads(body)["k"][-1] in bobs
+    assert sorted(seen) == sorted(bobs) and len(seen) == 3

@@ -141,12 +141,14 @@ class EntityReader:
         if len(rows) > limit:
             next_cursor = keyset.encode_cursor([page[-1][key.name] for key in keys], digest)
         rule = self._owner_rule("read")
-        if rule is not None:
-            # A function owner is asked per row, after the read: such a list's pages may hold
-            # fewer rows than limit (the cursor still moves past every row read).
-            page = [row for row in page if ownership.owned(rule, row, self._user)]
+        if rule is not None and not rule.is_column:
+            page, next_cursor = self._owned_page(query, keys, digest, rows, limit, rule)
         result: dict[str, Any] = {"rows": self._shown(page), "next_cursor": next_cursor}
-        if with_total:
+        if with_total and rule is not None and not rule.is_column:
+            # A function owner is asked of every matching row: its count reads them all.
+            matching = (dict(r) for r in self._conn.execute(query.order_by(None)).mappings())
+            result["total"] = len(ownership.keep_owned(rule, matching, self._user))
+        elif with_total:
             # A second query over the same conditions, without order, cursor or limit.
             counted = select(func.count()).select_from(query.order_by(None).subquery())
             result["total"] = int(self._conn.execute(counted).scalar_one())
@@ -157,6 +159,31 @@ class EntityReader:
     def _owner_rule(self, reach: ownership.Reach) -> ownership.OwnerRule | None:
         """The owner rule confining this caller's ``reach`` of the entity, if any."""
         return self._service.owner_rules.rule(self.entity_def, reach, self._user)
+
+    def _owned_page(
+        self,
+        query: Select[Any],
+        keys: Sequence[keyset.SortKey],
+        digest: str,
+        rows: Rows,
+        limit: int,
+        rule: ownership.OwnerRule,
+    ) -> tuple[Rows, str | None]:
+        """A page of the rows a function owner gives the caller, from ``rows`` (the first
+        ``limit + 1`` read) on. It reads on past rows the caller does not own until the page
+        is full, so that the cursor names an owned row: one after another's row would
+        disclose that row's id."""
+        kept = ownership.keep_owned(rule, rows, self._user)
+        batch = rows
+        while len(kept) <= limit and len(batch) > limit:
+            last = [batch[-1][key.name] for key in keys]
+            more = query.order_by(*keyset.order_by(keys)).where(keyset.after(keys, last))
+            batch = [dict(r) for r in self._conn.execute(more.limit(limit + 1)).mappings()]
+            kept += ownership.keep_owned(rule, batch, self._user)
+        page = kept[:limit]
+        if len(kept) <= limit:
+            return page, None
+        return page, keyset.encode_cursor([page[-1][key.name] for key in keys], digest)
 
     def _owns(self, row: Row, reach: ownership.Reach) -> bool:
         """Whether the caller owns ``row`` (a function owner is asked per row)."""

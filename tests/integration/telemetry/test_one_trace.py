@@ -1,0 +1,144 @@
+"""One trace from an HTTP write to the second job it causes: the write, its job (a failed
+attempt and its retry), the event the job's write appends, the consumer that delivers the
+event, and the job the consumer dispatches, on a stack with a real worker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel
+
+from asanoha import Access, Backoff, Entity, Feature, SessionUser, fields
+from asanoha.platform import telemetry
+from asanoha.platform.consumers import ConsumerContext
+from asanoha.platform.model import SYSTEM_ROLE
+from asanoha.platform.store import StoredEvent
+
+#: A payload value: no span attribute may hold it.
+SECRET = "payload-value-5b0c2e"
+EDITOR = SessionUser.of("u-1", "tenant-a", ["Editor"])
+
+
+class Stamp(BaseModel):
+    text: str
+
+
+def shop(attempts: list[int], finished: list[str]) -> Feature:
+    feature = Feature("shop")
+    note = Entity(table="notes", fields={"text": fields.text(personal=False, reason="fixture")})
+    feature.crud("note", note, write=Access(roles=["Editor"]), read=Access(roles=["Editor"]))
+    stamped = feature.event("stamped", Stamp)
+
+    @feature.write_handler("stamp", access=Access(roles=[SYSTEM_ROLE]))
+    def stamp(payload: Stamp, ctx: Any) -> int:
+        return int(ctx.append_event(stamped, {"text": payload.text}, stream_id="stamps").id)
+
+    @feature.job("mark", on="shop:write:note:create", retries=1, backoff=Backoff.fixed(0))
+    def mark(payload: dict[str, Any], ctx: Any) -> None:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("the first attempt fails")
+        ctx.write("shop:write:stamp", {"text": payload["text"]})
+
+    @feature.consumer("follow", on=[stamped.qn])
+    def follow(event: StoredEvent, ctx: ConsumerContext) -> None:
+        ctx.dispatch("shop:job:finish", {"text": event.payload["text"]})
+
+    @feature.job("finish", manual=True)
+    def finish(payload: dict[str, Any], ctx: Any) -> None:
+        finished.append(payload["text"])
+
+    return feature
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.use_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        telemetry.disable()
+
+
+def named(found: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
+    return [span for span in found if span.name.startswith(prefix)]
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_an_http_write_its_jobs_events_and_consumer_share_one_trace(asanoha_stack, spans, database):
+    attempts: list[int] = []
+    finished: list[str] = []
+    stack = asanoha_stack([shop(attempts, finished)], jobs=True, database=database)
+    stack.http.write_ok("shop:write:note:create", {"text": SECRET}, EDITOR)
+    stack.drain(timeout=30)
+    assert attempts == [1, 2] and finished == [SECRET]
+
+    found = list(spans.get_finished_spans())
+    (server,) = [span for span in found if span.kind.name == "SERVER"]
+    trace_id = server.context.trace_id
+    for span in found:
+        linked = {link.context.trace_id for link in span.links}
+        assert span.context.trace_id == trace_id or trace_id in linked, span.name
+        for name, value in (span.attributes or {}).items():
+            assert SECRET not in str(value), f"{span.name} {name} holds a payload value"
+
+    (write,) = [s for s in found if s.name == "asanoha.write shop:write:note:create"]
+    assert write.parent is not None and write.parent.trace_id == trace_id
+    assert write.attributes is not None
+    assert write.attributes["asanoha.handler"] == "shop:write:note:create"
+    assert write.attributes["asanoha.tenant"] == "tenant-a"
+    assert write.attributes["asanoha.entry.handler"] == "shop:write:note:create"
+    assert write.attributes["asanoha.entry.risk"] in ("low", "mid", "high")
+    assert write.attributes["asanoha.outcome"] == "ok"
+
+    marks = sorted(named(found, "asanoha.job shop:job:mark"), key=lambda s: s.start_time or 0)
+    assert [(s.attributes or {}).get("asanoha.attempt") for s in marks] == [1, 2]
+    assert [(s.attributes or {}).get("asanoha.outcome") for s in marks] == ["retrying", "ok"]
+    assert [(s.attributes or {}).get("asanoha.final") for s in marks] == [False, True]
+    assert (marks[0].attributes or {}).get("asanoha.reason") == "RuntimeError"
+    # Both attempts are children of the write that enqueued the job.
+    assert {s.parent.span_id for s in marks if s.parent} == {write.context.span_id}
+
+    (stamp,) = named(found, "asanoha.write shop:write:stamp")
+    assert stamp.parent is not None and stamp.parent.span_id == marks[1].context.span_id
+    events = named(found, "asanoha.event shop:event:stamped")
+    (event,) = events
+    assert event.attributes is not None
+    assert event.attributes["asanoha.stream"] == "stamps"
+    assert isinstance(event.attributes["asanoha.event.position"], int)
+    assert event.parent is not None and event.parent.span_id == stamp.context.span_id
+
+    (delivery,) = named(found, "asanoha.consumer shop:consumer:follow")
+    assert delivery.parent is not None and delivery.parent.span_id == stamp.context.span_id
+    assert delivery.attributes is not None
+    assert (
+        delivery.attributes["asanoha.event.position"] == event.attributes["asanoha.event.position"]
+    )
+    passes = [
+        span
+        for span in named(found, "asanoha.consumer.pass shop:consumer:follow")
+        if any(link.context.trace_id == trace_id for link in span.links)
+    ]
+    assert passes, "no pass of the consumer links to the write's trace"
+
+    (finish,) = named(found, "asanoha.job shop:job:finish")
+    assert finish.parent is not None and finish.parent.span_id == delivery.context.span_id
+    assert (finish.attributes or {}).get("asanoha.outcome") == "ok"
+
+
+def test_without_a_tracer_provider_no_job_row_or_event_carries_a_traceparent(asanoha_stack):
+    stack = asanoha_stack([shop([], [])])
+    stack.http.write_ok("shop:write:note:create", {"text": "x"}, EDITOR)
+    with stack.db.connect() as conn:
+        headers = [row.headers for row in conn.execute(stack.tables.outbox.select())]
+        metadata = [row.metadata for row in conn.execute(stack.tables.events.select())]
+    assert headers and metadata
+    assert all("traceparent" not in found for found in headers + metadata)
