@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
-from asanoha.platform.model import Feature, Registry
+from asanoha.platform.model import Feature, RateLimit, Registry
 from asanoha.platform.schema import (
     DEFAULT_APP_MIGRATIONS,
     SchemaBehindError,
@@ -96,17 +96,22 @@ class App:
             self.service.add_commit_listener(self._wake_consumers)
 
     def _rate_limiter(self) -> RateLimiter | None:
-        """The Redis counter of rate limits, when a handler declares one."""
+        """The Redis counter of rate limits, when a handler declares one or the settings
+        give a default."""
+        default = self.settings.rate_limit_default
         limited = [handler.qn for handler in self.registry.handlers if handler.rate_limit]
-        if not limited:
+        if not limited and default is None:
             return None
         url = self.settings.rate_limit_redis_url
         if url is None:
+            what = f"{limited[0]} declares rate_limit=" if limited else "ASANOHA_RATE_LIMIT_DEFAULT"
             raise DefinitionError(
-                f"{limited[0]} declares rate_limit=, which is counted in Redis; set "
-                "ASANOHA_RATE_LIMIT_URL (or a redis:// ASANOHA_BROKER_URL)"
+                f"{what}, which is counted in Redis; set ASANOHA_RATE_LIMIT_URL (or a "
+                "redis:// ASANOHA_BROKER_URL)"
             )
-        return RateLimiter(url, namespace=self.settings.queue_prefix)
+        return RateLimiter(
+            url, namespace=self.settings.queue_prefix, default=_default_limit(default)
+        )
 
     def _broker_hold(self, job_qn: str) -> float:
         """The longest countdown the broker may hold for ``job_qn`` (see ``retry_policy``)."""
@@ -229,3 +234,16 @@ class App:
             jobs.close()
             jobs.celery.close()
         self.database.dispose()
+
+
+def _default_limit(rate: str | None) -> RateLimit | None:
+    """``ASANOHA_RATE_LIMIT_DEFAULT`` as a limit per user; a wrong rate names the setting."""
+    if rate is None:
+        return None
+    try:
+        return RateLimit(rate)
+    except DefinitionError:
+        raise DefinitionError(
+            f"ASANOHA_RATE_LIMIT_DEFAULT={rate!r} is no rate; write it as '100/minute', "
+            "'5/second' or '1000/day'"
+        ) from None

@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     idempotency_wait: float = Field(default=10.0, gt=0)
     #: The Redis that counts rate limits; ``None``: ``broker_url`` when it is a Redis.
     rate_limit_url: str | None = None
+    #: A rate (``100/minute``, counted per user) for every handler that declares none; a
+    #: handler with ``rate_limit=None, reason=...`` stays unlimited. ``None``: no default.
+    rate_limit_default: str | None = None
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)

@@ -139,12 +139,22 @@ def add_hint_to_auto_memos(
     return changes
 
 
-@gate.write_handler("submit-contact", access=Access(public="contact form", public_intake=True))
+@gate.write_handler(
+    "submit-contact",
+    access=Access(public="contact form", public_intake=True),
+    rate_limit=None,
+    reason="a test fixture",
+)
 def submit_contact(payload: Contact, ctx: WriteContext) -> Any:
     return ctx.entity("contact").create(payload.model_dump(exclude_none=True))
 
 
-@gate.write_handler("submit-topic", access=Access(public="topic voting"))
+@gate.write_handler(
+    "submit-topic",
+    access=Access(public="topic voting"),
+    rate_limit=None,
+    reason="a test fixture",
+)
 def submit_topic(payload: Contact, ctx: WriteContext) -> Any:
     return ctx.entity("contact").create(payload.model_dump(exclude_none=True))
 

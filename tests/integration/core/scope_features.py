@@ -91,13 +91,23 @@ def switch_to_system(payload: Label, ctx: WriteContext) -> Any:
     return ctx.write_as(system, f"{GATE}:prompt:create", {"label": payload.label})
 
 
-@scope.write_handler("hand-to-job", access=Access(public="newsletter"))
+@scope.write_handler(
+    "hand-to-job",
+    access=Access(public="newsletter"),
+    rate_limit=None,
+    reason="a test fixture",
+)
 def hand_to_job(payload: Email, ctx: WriteContext) -> Any:
     """An anonymous public handler without public intake: it passes an e-mail to a job."""
     return {"queued": True}
 
 
-@scope.write_handler("intake-to-job", access=Access(public="contact", public_intake=True))
+@scope.write_handler(
+    "intake-to-job",
+    access=Access(public="contact", public_intake=True),
+    rate_limit=None,
+    reason="a test fixture",
+)
 def intake_to_job(payload: Email, ctx: WriteContext) -> Any:
     """The same through a public-intake rule."""
     return {"queued": True}

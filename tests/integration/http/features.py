@@ -88,7 +88,12 @@ def create_then_fail(payload: Rename, ctx: WriteContext) -> Any:
     raise RuntimeError("after the insert")
 
 
-@catalog.query_handler("ping", access=Access(public="a liveness probe for clients"))
+@catalog.query_handler(
+    "ping",
+    access=Access(public="a liveness probe for clients"),
+    rate_limit=None,
+    reason="a test fixture; it reads nothing",
+)
 def ping(payload: Nothing, ctx: QueryContext) -> Any:
     return {"pong": True, "tenant": ctx.user.tenant_id, "anonymous": ctx.user.is_anonymous}
 

@@ -16,6 +16,7 @@ from asanoha.platform.model.agent import Agent, Risk, is_below
 from asanoha.platform.model.entity import Entity, JsonInt, instruction_fields
 from asanoha.platform.model.handlers import CrudBinding, CrudVerb, EntityDef, HandlerDef
 from asanoha.platform.model.names import make_qn
+from asanoha.platform.model.rate_limit import RateLimit
 
 WRITE_VERBS: tuple[CrudVerb, ...] = ("create", "update", "delete", "restore")
 READ_VERBS: tuple[CrudVerb, ...] = ("list", "detail")
@@ -133,6 +134,8 @@ def build_crud_handlers(
     verbs: Iterable[CrudVerb] | None,
     agent: Mapping[str, Agent] | None,
     descriptions: Mapping[str, str] | None,
+    rate_limit: RateLimit | Mapping[str, RateLimit] | None = None,
+    rate_limit_reason: str | None = None,
 ) -> list[HandlerDef]:
     """The standard handlers of ``entity_def``, floors applied."""
     entity = entity_def.entity
@@ -140,7 +143,8 @@ def build_crud_handlers(
     chosen = list(verbs) if verbs is not None else default_verbs
     agent = agent or {}
     descriptions = descriptions or {}
-    for verb in [*agent, *descriptions, *chosen]:
+    limits = rate_limit if isinstance(rate_limit, Mapping) else dict.fromkeys(chosen, rate_limit)
+    for verb in [*agent, *descriptions, *limits, *chosen]:
         if verb not in WRITE_VERBS + READ_VERBS:
             raise DefinitionError(f"crud {entity_def.name!r}: unknown verb {verb!r}")
     handlers = []
@@ -162,6 +166,8 @@ def build_crud_handlers(
                 agent=apply_floor(qn, agent.get(verb), risk_floor(entity_def, verb)),
                 description=descriptions.get(verb),
                 crud=CrudBinding(entity=entity_def.name, verb=verb),
+                rate_limit=limits.get(verb),
+                rate_limit_reason=None if limits.get(verb) else rate_limit_reason,
             )
         )
     return handlers

@@ -33,7 +33,7 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
-from asanoha.platform.model.rate_limit import RateLimit
+from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
@@ -110,8 +110,14 @@ class Feature:
         exclude_fields: Mapping[str, Iterable[str]] | None = None,
         agent: Mapping[str, Agent] | None = None,
         descriptions: Mapping[str, str] | None = None,
+        rate_limit: RateLimit | Mapping[str, RateLimit] | None = None,
+        reason: str | None = None,
     ) -> EntityDef:
-        """Register ``entity`` with its standard create/update/delete/restore/list/detail."""
+        """Register ``entity`` with its standard create/update/delete/restore/list/detail.
+
+        ``rate_limit``: one ``RateLimit`` for every standard handler, or one per verb
+        (``{"list": RateLimit(...)}``); ``reason``: why the others have none (needed when
+        ``write`` or ``read`` admits anonymous callers)."""
         entity_def = self.entity(name, entity, exclude_fields=exclude_fields)
         self.handlers.extend(
             build_crud_handlers(
@@ -121,6 +127,8 @@ class Feature:
                 verbs=verbs,
                 agent=agent,
                 descriptions=descriptions,
+                rate_limit=rate_limit,
+                rate_limit_reason=reason,
             )
         )
         return entity_def
@@ -200,6 +208,7 @@ class Feature:
         raw_sql: str | None = None,
         skip_transition_guard: str | None = None,
         rate_limit: RateLimit | None = None,
+        reason: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
 
@@ -209,7 +218,8 @@ class Feature:
         on its own tables in the write's transaction (never on entity or platform tables).
         ``skip_transition_guard="<reason>"``: its entity writes may move a field outside the
         entity's declared ``transitions`` (a repair, an import). ``rate_limit=RateLimit(...)``:
-        how often one caller may call it (429 ``rate_limited`` beyond).
+        how often one caller may call it (429 ``rate_limited`` beyond); a handler that admits
+        anonymous callers must declare one, or ``rate_limit=None, reason="<why none>"``.
         """
         qn = make_qn(self.name, "write", name)
         return self._handler(
@@ -224,6 +234,7 @@ class Feature:
             raw_sql=_raw_sql(raw_sql, qn),
             skip_transition_guard=_skip_transition_guard(skip_transition_guard, qn),
             rate_limit=_rate_limit(rate_limit, qn),
+            rate_limit_reason=reason,
         )
 
     def query_handler(
@@ -236,11 +247,13 @@ class Feature:
         schema: type[BaseModel] | None = None,
         raw_sql: str | None = None,
         rate_limit: RateLimit | None = None,
+        reason: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: QueryContext)`` as ``<feature>:query:<name>``.
 
         ``raw_sql="<reason>"`` gives it ``ctx.sql``: reads of its own tables.
-        ``rate_limit=RateLimit(...)``: how often one caller may call it."""
+        ``rate_limit=RateLimit(...)``: how often one caller may call it; a handler that admits
+        anonymous callers must declare one, or ``rate_limit=None, reason="<why none>"``."""
         qn = make_qn(self.name, "query", name)
         return self._handler(
             "query",
@@ -251,6 +264,7 @@ class Feature:
             schema,
             raw_sql=_raw_sql(raw_sql, qn),
             rate_limit=_rate_limit(rate_limit, qn),
+            rate_limit_reason=reason,
         )
 
     def _handler(
@@ -267,10 +281,13 @@ class Feature:
         raw_sql: str | None = None,
         skip_transition_guard: str | None = None,
         rate_limit: RateLimit | None = None,
+        rate_limit_reason: str | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
         checked = check_access(access, qn)
+        # At the decorator's call, as the other options are checked.
+        check_rate_limit_declaration(qn, checked, rate_limit, rate_limit_reason)
 
         def register(func: F) -> F:
             self._check_open(f"handler {qn!r}")
@@ -289,6 +306,7 @@ class Feature:
                     raw_sql=raw_sql,
                     skip_transition_guard=skip_transition_guard,
                     rate_limit=rate_limit,
+                    rate_limit_reason=rate_limit_reason,
                 )
             )
             return func

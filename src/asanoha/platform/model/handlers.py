@@ -16,7 +16,7 @@ from asanoha.platform.model.agent import Agent
 from asanoha.platform.model.agent_hints import check_declared_hints
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.entity import Entity
-from asanoha.platform.model.rate_limit import RateLimit
+from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
 
 HandlerKind = Literal["write", "query"]
 CrudVerb = Literal["create", "update", "delete", "restore", "list", "detail"]
@@ -83,13 +83,19 @@ class HandlerDef:
     #: Why the handler's entity writes may move a field outside its declared transitions;
     #: ``None``: every move is checked.
     skip_transition_guard: str | None = None
-    #: How often one caller may call the handler; ``None``: no limit.
+    #: How often one caller may call the handler; ``None``: no limit of its own (the
+    #: application's default, ``ASANOHA_RATE_LIMIT_DEFAULT``, applies).
     rate_limit: RateLimit | None = None
+    #: Why the handler has no rate limit (``rate_limit=None, reason=...``): then the
+    #: application's default does not apply either.
+    rate_limit_reason: str | None = None
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses
-        # agent hints that contradict what the handler does.
+        # agent hints that contradict what the handler does, and a public handler that
+        # says nothing about its rate limit.
         check_declared_hints(self)
+        check_rate_limit_declaration(self.qn, self.access, self.rate_limit, self.rate_limit_reason)
 
 
 @dataclass(frozen=True)

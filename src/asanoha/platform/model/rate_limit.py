@@ -9,6 +9,7 @@ from typing import Literal
 import limits
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.access import Access
 
 RateScope = Literal["user", "tenant", "ip", "principal"]
 _SCOPES = ("user", "tenant", "ip", "principal")
@@ -47,3 +48,26 @@ class RateLimit:
     def item(self) -> limits.RateLimitItem:
         """The parsed rate."""
         return limits.parse(self.rate)
+
+
+def check_rate_limit_declaration(
+    qn: str, access: Access, limit: RateLimit | None, reason: str | None
+) -> None:
+    """Refuse a handler that admits anonymous callers (``Access(public=...)``) without a
+    rate limit or a reason for having none, and a ``reason`` beside a limit."""
+    if limit is not None and not isinstance(limit, RateLimit):
+        raise DefinitionError(f"{qn}: rate_limit= takes RateLimit('20/minute', per=...)")
+    if reason is not None:
+        if limit is not None:
+            raise DefinitionError(
+                f"{qn}: reason= explains rate_limit=None (why the handler has no limit); "
+                "drop it beside a RateLimit"
+            )
+        if not isinstance(reason, str) or not reason.strip():
+            raise DefinitionError(f"{qn}: rate_limit=None needs a non-blank reason='...'")
+    if access.public is not None and limit is None and reason is None:
+        raise DefinitionError(
+            f"{qn} admits anonymous callers (Access(public=...)) but declares no rate limit; "
+            "pass rate_limit=RateLimit('20/minute', per='ip'), or rate_limit=None, "
+            "reason='<why anyone may call it without limit>'"
+        )

@@ -797,14 +797,15 @@ class Service:
 
     def _check_rate(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
         """Count a top-level call of a rate-limited handler (see ``rate_limits``)."""
-        if handler.rate_limit is None:
-            return
         if self.rate_limiter is None:
+            if handler.rate_limit is None:
+                return
             # App refuses to start this way; a bare Service must be given a limiter.
             raise RuntimeError(
                 f"{handler.qn} declares rate_limit= but the service has no rate limiter; "
                 "set ASANOHA_RATE_LIMIT_URL (or a redis:// ASANOHA_BROKER_URL)"
             )
+        # The limiter knows the application's default for handlers that declare none.
         self.rate_limiter.check(handler, user, meta)
 
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:

@@ -27,8 +27,10 @@ log = logging.getLogger("asanoha.service")
 class RateLimiter:
     """Counts calls of rate-limited handlers in the Redis at ``url``."""
 
-    def __init__(self, url: str, namespace: str) -> None:
+    def __init__(self, url: str, namespace: str, default: RateLimit | None = None) -> None:
         self._namespace = namespace
+        #: The limit of handlers that declare none (``ASANOHA_RATE_LIMIT_DEFAULT``).
+        self.default = default
         # wrap_exceptions: a Redis that does not answer raises StorageError, whatever the
         # client library's own exception.
         storage = storage_from_string(url, wrap_exceptions=True)
@@ -37,7 +39,7 @@ class RateLimiter:
     def check(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
         """Count one call of ``handler`` by ``user``; ``RateLimitError`` (429) when it is one
         too many, ``ServiceUnavailableError`` (503) when Redis does not answer."""
-        limit = handler.rate_limit
+        limit = self.limit_of(handler)
         if limit is None:
             return
         item = limit.item
@@ -63,6 +65,13 @@ class RateLimiter:
             retry_after=retry_after,
             per=limit.per,
         )
+
+    def limit_of(self, handler: HandlerDef) -> RateLimit | None:
+        """The limit counted for ``handler``: its own, else the default, unless it declared
+        ``rate_limit=None, reason=...`` (deliberately unlimited)."""
+        if handler.rate_limit is not None or handler.rate_limit_reason is not None:
+            return handler.rate_limit
+        return self.default
 
 
 def scope_of(limit: RateLimit, user: SessionUser, meta: RequestMeta | None) -> tuple[str, ...]:
