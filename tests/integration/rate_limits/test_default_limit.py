@@ -72,5 +72,7 @@ def test_a_default_that_is_no_rate_names_the_setting() -> None:
 
 def test_a_default_without_a_redis_names_the_setting() -> None:
     settings = Settings(rate_limit_default="5/minute", broker_url="memory://")
-    with pytest.raises(DefinitionError, match="ASANOHA_RATE_LIMIT_DEFAULT.*ASANOHA_RATE_LIMIT_URL"):
+    with pytest.raises(
+        DefinitionError, match=r"ASANOHA_RATE_LIMIT_DEFAULT.*ASANOHA_RATE_LIMIT_URL"
+    ):
         App([], settings)
