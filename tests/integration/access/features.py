@@ -80,6 +80,24 @@ owned.crud(
     read=Access(roles=["Staff"], owner=shared_with),
 )
 
+#: Instruction fields: an agent's update needs a human's approval, whose summary shows the
+#: old text (only what the agent's principal may read, of a row it reaches).
+brief = Entity(
+    table="owned_briefs",
+    fields={
+        "body": fields.long_text(personal=False, reason="test", read_as_instruction=True),
+        "secret": fields.long_text(
+            personal=False, reason="test", read_as_instruction=True, read=HR_ONLY
+        ),
+    },
+)
+owned.crud(
+    "brief",
+    brief,
+    write=Access(roles=["Staff"], owner="created_by"),
+    read=Access(roles=["Staff"], owner="created_by"),
+)
+
 
 class Rename(BaseModel):
     id: uuid.UUID

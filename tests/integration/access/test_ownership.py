@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from asanoha import NotFoundError
+from asanoha import AccessDeniedError, NotFoundError
 from asanoha.platform.model import SessionUser
 from asanoha.testing import Stack
 from tests.integration.access.features import ALICE, AUDITOR, BOB, TENANT
@@ -157,3 +157,30 @@ def test_a_function_owner_list_reads_on_to_full_pages_whose_cursors_name_owned_r
         body = base64.urlsafe_b64decode(cursor.partition(".")[0] + "==")
         assert json.loads(body)["k"][-1] in bobs
     assert sorted(seen) == sorted(bobs) and len(seen) == 3
+
+
+def test_an_agents_approval_request_tells_nothing_of_a_row_it_does_not_own(
+    stack: Stack,
+) -> None:
+    service = stack.service
+    row = service.dispatch_write(
+        "owned:write:brief:create", {"body": "old body", "secret": "old secret"}, ALICE
+    )
+    update = "owned:write:brief:update"
+    changes = {"body": "new body", "secret": "new secret"}
+    agent_of_bob = BOB.as_agent("run-b")
+    with stack.nothing_written():
+        for row_id in (row["id"], uuid.uuid4()):
+            with pytest.raises(NotFoundError) as refused:
+                payload = {"id": row_id, "version": 1, "changes": changes}
+                service.dispatch_write(update, payload, agent_of_bob)
+            assert refused.value.reason == "entity_not_found"
+    with pytest.raises(AccessDeniedError) as asked:
+        payload = {"id": row["id"], "version": 1, "changes": changes}
+        service.dispatch_write(update, payload, ALICE.as_agent("run-a"))
+    details = asked.value.details
+    assert details["reason"] == "agent.approval_required"
+    old = {change["field"]: change["old"] for change in details["changes"]}
+    # Alice reads body but not secret (HR only): its old text is not shown to her agent.
+    assert old == {"body": "old body", "secret": None}
+    assert "old secret" not in str(details)

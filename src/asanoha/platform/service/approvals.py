@@ -31,8 +31,16 @@ from asanoha.platform.errors import (
     Reasons,
     UnprocessableError,
 )
-from asanoha.platform.model import Agent, HandlerDef, Registry, SessionUser, instruction_fields
+from asanoha.platform.model import (
+    Agent,
+    EntityDef,
+    HandlerDef,
+    Registry,
+    SessionUser,
+    instruction_fields,
+)
 from asanoha.platform.model.agent_hints import derive_tool_hints
+from asanoha.platform.service import field_access, ownership
 from asanoha.platform.service.validation import validate_payload
 from asanoha.platform.store import Tables, stream_version
 from asanoha.platform.store.projections import lock_entity_row, stream_entity
@@ -204,6 +212,7 @@ def describe_call(
     carries; a custom handler shows the payload.
     """
     payload = model.model_dump(mode="json")
+    _check_owned(conn, registry, tables, handler, payload, user)
     targets = tuple(
         bind_row(conn, registry, tables, user.tenant_id, row_id)
         for row_id in named_rows(handler, payload)
@@ -212,6 +221,8 @@ def describe_call(
     if handler.crud and handler.crud.verb in ("create", "update"):
         entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
         row = _read_row(conn, tables, entity_def.key, user.tenant_id, payload.get("id"))
+        # The old text goes to the caller: only of a row it reaches, only fields it reads.
+        row = _as_seen_by(registry, entity_def, user, row)
         written = payload.get("changes", {}) if handler.crud.verb == "update" else payload
         flagged = instruction_fields(entity_def.entity)
         for name in sorted(flagged & set(written or {})):
@@ -270,6 +281,40 @@ def _read_row(
         .first()
     )
     return dict(found) if found is not None else None
+
+
+def _check_owned(
+    conn: Connection,
+    registry: Registry,
+    tables: Tables,
+    handler: HandlerDef,
+    payload: dict[str, Any],
+    user: SessionUser,
+) -> None:
+    """A confined caller's standard change of a row it does not own answers as the executor
+    would, 404 as for a missing row, before a summary could tell that the row exists."""
+    if handler.crud is None or handler.crud.verb not in ("update", "delete", "restore"):
+        return
+    entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
+    rule = ownership.declared_rule(registry, entity_def, "write")
+    if rule is None or not rule.confines(user):
+        return
+    row = _read_row(conn, tables, entity_def.key, user.tenant_id, payload.get("id"))
+    if row is None or not ownership.owned(rule, row, user):
+        raise NotFoundError(
+            Reasons.ENTITY_NOT_FOUND, entity=entity_def.key, id=str(payload.get("id"))
+        )
+
+
+def _as_seen_by(
+    registry: Registry, entity_def: EntityDef, user: SessionUser, row: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    rule = ownership.declared_rule(registry, entity_def, "write")
+    if rule is not None and rule.confines(user) and not ownership.owned(rule, row, user):
+        return None
+    return field_access.without_hidden(row, field_access.hidden_fields(entity_def, user))
 
 
 def require_approval(

@@ -15,7 +15,7 @@ Another's row is answered as a missing one (404 ``entity_not_found``): a refusal
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,29 +46,39 @@ class OwnerRule:
         return isinstance(self.owner, str)
 
 
+def declared_rule(registry: Registry, entity_def: EntityDef, reach: Reach) -> OwnerRule | None:
+    """The owner rule the standard handlers of ``entity_def`` declare for ``reach``: their
+    queries' for reads, their writes' for changes; ``None`` when they declare none."""
+    kind = "query" if reach == "read" else "write"
+    for handler in registry.handlers:
+        binding = handler.crud
+        if binding is None or handler.kind != kind or handler.feature != entity_def.feature:
+            continue
+        if binding.entity == entity_def.name and handler.access.owner is not None:
+            return OwnerRule(handler.access.owner, handler.access.bypass_roles)
+    return None
+
+
 class OwnerRules:
-    """The owner rules of an application's entities, read once from its standard handlers."""
+    """The owner rules of an application's entities, each looked up once."""
 
     def __init__(self, registry: Registry) -> None:
-        self._rules: dict[tuple[str, Reach], OwnerRule] = {}
-        for handler in registry.handlers:
-            if handler.crud is None or handler.access.owner is None:
-                continue
-            key = f"{handler.feature}:{handler.crud.entity}"
-            reach: Reach = "read" if handler.kind == "query" else "write"
-            access = handler.access
-            self._rules[key, reach] = OwnerRule(access.owner, access.bypass_roles)  # type: ignore[arg-type]
+        self._registry = registry
+        self._rules: dict[tuple[str, Reach], OwnerRule | None] = {}
 
     def rule(self, entity_def: EntityDef, reach: Reach, user: SessionUser) -> OwnerRule | None:
         """The rule that confines ``user`` on ``entity_def``, or ``None`` when none does."""
-        rule = self._rules.get((entity_def.key, reach))
+        key = (entity_def.key, reach)
+        if key not in self._rules:
+            self._rules[key] = declared_rule(self._registry, entity_def, reach)
+        rule = self._rules[key]
         return rule if rule is not None and rule.confines(user) else None
 
 
 def owned_rows(
     query: Select[Any], table: Table, entity_def: EntityDef, rule: OwnerRule, user: SessionUser
 ) -> Select[Any]:
-    """``query`` narrowed to ``user``'s rows (a function owner is checked per row by
+    """``query`` narrowed to ``user``'s rows (a function owner is asked per row by
     ``owned``, after the read)."""
     if not isinstance(rule.owner, str):
         return query
@@ -83,11 +93,17 @@ def owned_rows(
     return query.where(column == user.id)
 
 
-def owned(rule: OwnerRule, row: dict[str, Any], user: SessionUser) -> bool:
-    """Whether ``user`` owns ``row`` (always true for a column owner: the query picked it)."""
-    if isinstance(rule.owner, str):
-        return True
-    return bool(rule.owner(dict(row), user))
+def owned(rule: OwnerRule, row: Mapping[str, Any], user: SessionUser) -> bool:
+    """Whether ``user`` owns ``row``, read from the row itself."""
+    if not isinstance(rule.owner, str):
+        return bool(rule.owner(dict(row), user))
+    value = row.get(rule.owner)
+    if isinstance(value, uuid.UUID):
+        try:
+            return value == uuid.UUID(user.id)
+        except ValueError:
+            return False
+    return value is not None and value == user.id
 
 
 def keep_owned(rule: OwnerRule, rows: Iterable[dict[str, Any]], user: SessionUser) -> list[Any]:
