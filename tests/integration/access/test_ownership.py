@@ -103,15 +103,40 @@ def test_the_system_user_is_confined_like_any_caller(stack: Stack) -> None:
 
 
 def test_an_owner_field_holding_the_user_id_confines_list_and_writes(stack: Stack) -> None:
-    mine = stack.http.write_ok(
-        "owned:write:ticket:create", {"holder": "alice", "title": "a"}, ALICE
-    )
-    stack.http.write_ok("owned:write:ticket:create", {"holder": "bob", "title": "b"}, ALICE)
+    mine = stack.http.write_ok("owned:write:ticket:create", {"title": "a"}, ALICE)
+    # Left out, the owner field is filled in with the caller's id.
+    assert mine["holder"] == "alice"
+    stack.http.write_ok("owned:write:ticket:create", {"holder": "bob", "title": "b"}, BOB)
     listed = stack.http.query_ok("owned:query:ticket:list", {}, BOB)
     assert [r["title"] for r in listed["rows"]] == ["b"]
     with stack.nothing_written():
         refused = stack.http.write_err("owned:write:ticket:delete", {"id": mine["id"]}, BOB)
     assert refused.reason == "entity_not_found"
+
+
+def test_a_confined_caller_sets_an_owner_field_only_to_itself(stack: Stack) -> None:
+    mine = stack.http.write_ok("owned:write:ticket:create", {"title": "a"}, ALICE)
+    handover = {"id": mine["id"], "version": 1, "changes": {"holder": "bob"}}
+    with stack.nothing_written():
+        planted = stack.http.write_err(
+            "owned:write:ticket:create", {"holder": "bob", "title": "b"}, ALICE
+        )
+        handed = stack.http.write_err("owned:write:ticket:update", handover, ALICE)
+        orphaned = stack.http.write_err(
+            "owned:write:ticket:update",
+            {"id": mine["id"], "version": 1, "changes": {"holder": None}},
+            ALICE,
+            headers={"Accept-Language": "de"},
+        )
+    for refused in (planted, handed, orphaned):
+        assert (refused.http_status, refused.reason) == (403, "owner_field_write_denied")
+        assert refused.details["fields"] == ["holder"]
+    assert orphaned.user_message == "Sie können diesen Eintrag nur als Ihren eigenen führen."
+    stack.http.write_ok(
+        "owned:write:ticket:update",
+        {"id": mine["id"], "version": 1, "changes": {"holder": "alice", "title": "kept"}},
+        ALICE,
+    )
 
 
 def test_a_reference_owner_field_compares_the_user_id_as_a_uuid(stack: Stack) -> None:

@@ -29,6 +29,7 @@ class Reasons(StrEnum):
     RAW_SQL_REFUSED = "raw_sql_refused"
     FIELD_READ_DENIED = "field_read_denied"
     FIELD_WRITE_DENIED = "field_write_denied"
+    OWNER_FIELD_WRITE_DENIED = "owner_field_write_denied"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"

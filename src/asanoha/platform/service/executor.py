@@ -385,8 +385,10 @@ class EntityExecutor(EntityReader):
         raw_id = data.pop("id", None)
         stream_id = self._parse_id(raw_id) if raw_id is not None else uuid.uuid4()
         entity = self.entity_def.entity
-        values = self._validate(entity.create_model(), data)
-        written = frozenset(values)
+        owner = self._owner_rule("write")
+        filled = ownership.owner_default(owner, self.entity_def, data, self._user) if owner else {}
+        values = self._validate(entity.create_model(), {**filled, **data})
+        given = dict(values)
         for name, declared in entity.fields.items():
             if name not in values and declared.has_default:
                 default = declared.default
@@ -395,7 +397,7 @@ class EntityExecutor(EntityReader):
         self._run_validate(values, None, is_new=True)
         self._check_write_gates("create", values)
         self._check_transitions(None, values)
-        self._check_field_writes("create", written)
+        self._check_field_writes("create", given, frozenset(given) - frozenset(filled))
         return self._record(  # type: ignore[return-value]
             str(stream_id),
             0,
@@ -421,7 +423,7 @@ class EntityExecutor(EntityReader):
             )
         model = self.entity_def.entity.changes_model()
         values = self._validate(model, dict(changes))
-        written = frozenset(values)
+        given = dict(values)
         row = self._load_live(id, for_update=True)
         if not skip_optimistic_lock and version != row["version"]:
             raise VersionConflictError(
@@ -431,7 +433,7 @@ class EntityExecutor(EntityReader):
         self._run_validate(values, row, is_new=False)
         self._check_write_gates("update", values)
         self._check_transitions(row, values)
-        self._check_field_writes("update", written)
+        self._check_field_writes("update", given, frozenset(given))
         return self._record(  # type: ignore[return-value]
             str(row["id"]),
             row["version"],
@@ -537,9 +539,17 @@ class EntityExecutor(EntityReader):
         gates.check_public_intake(self._request, self.entity_def, values.keys())
         gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
 
-    def _check_field_writes(self, verb: str, written: frozenset[str]) -> None:
-        """The caller's own data (not defaults or hook values) names only fields it may write."""
+    def _check_field_writes(
+        self, verb: str, given: Mapping[str, Any], written: frozenset[str]
+    ) -> None:
+        """The caller's own data (``given``: not defaults or hook values) writes only fields
+        it may write (``written``: what it sent), and an owner field only as its own."""
         field_access.check_writable(self.entity_def, self._user, written, verb, self._handler_qn)
+        owner = self._owner_rule("write")
+        if owner is not None:
+            ownership.check_owner_kept(
+                owner, self.entity_def, given, self._user, verb, self._handler_qn
+            )
 
     def _record(
         self,

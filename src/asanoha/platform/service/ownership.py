@@ -9,7 +9,9 @@ Jobs and consumers act as the tenant's system user, which passes only where ``sy
 one of ``bypass_roles``.
 
 Another's row is answered as a missing one (404 ``entity_not_found``): a refusal that said
-"not yours" would disclose that the row exists.
+"not yours" would disclose that the row exists. A confined caller may set an owner field only
+to its own user id (403 ``owner_field_write_denied``): it neither makes rows for another nor
+hands its own over; a create that leaves the field out has it filled in with the caller's id.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Select, Table, false
 
+from asanoha.platform.errors import AccessDeniedError, Reasons
 from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.access import OwnerCheck
 
@@ -109,3 +112,43 @@ def owned(rule: OwnerRule, row: Mapping[str, Any], user: SessionUser) -> bool:
 def keep_owned(rule: OwnerRule, rows: Iterable[dict[str, Any]], user: SessionUser) -> list[Any]:
     """The rows of ``rows`` that ``user`` owns."""
     return [row for row in rows if owned(rule, row, user)]
+
+
+def owner_default(
+    rule: OwnerRule, entity_def: EntityDef, data: Mapping[str, Any], user: SessionUser
+) -> dict[str, Any]:
+    """What a confined caller's create gets filled in: its own user id in the owner field
+    when ``data`` leaves it out (nothing for ``created_by``, a function, or a reference
+    owner and a user id that is no UUID)."""
+    name = rule.owner
+    if not isinstance(name, str) or name in data:
+        return {}
+    declared = entity_def.entity.fields.get(name)
+    if declared is None:
+        return {}
+    if declared.kind == "reference":
+        try:
+            uuid.UUID(user.id)
+        except ValueError:
+            return {}
+    return {name: user.id}
+
+
+def check_owner_kept(
+    rule: OwnerRule,
+    entity_def: EntityDef,
+    given: Mapping[str, Any],
+    user: SessionUser,
+    verb: str,
+    handler_qn: str,
+) -> None:
+    """Refuse a confined caller's write that sets the owner field to anyone but itself."""
+    name = rule.owner
+    if isinstance(name, str) and name in given and not owned(rule, given, user):
+        raise AccessDeniedError(
+            Reasons.OWNER_FIELD_WRITE_DENIED,
+            handler=handler_qn,
+            entity=entity_def.key,
+            verb=verb,
+            fields=[name],
+        )
