@@ -12,6 +12,7 @@ Another's row is answered as a missing one (404 ``entity_not_found``): a refusal
 "not yours" would disclose that the row exists. A confined caller may set an owner field only
 to its own user id (403 ``owner_field_write_denied``): it neither makes rows for another nor
 hands its own over; a create that leaves the field out has it filled in with the caller's id.
+Anonymous callers share one id, so an anonymous caller owns no row.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def owned_rows(
 ) -> Select[Any]:
     """``query`` narrowed to ``user``'s rows (a function owner is asked per row by
     ``owned``, after the read)."""
+    if user.is_anonymous:
+        return query.where(false())
     if not isinstance(rule.owner, str):
         return query
     column = table.c[rule.owner]
@@ -98,6 +101,8 @@ def owned_rows(
 
 def owned(rule: OwnerRule, row: Mapping[str, Any], user: SessionUser) -> bool:
     """Whether ``user`` owns ``row``, read from the row itself."""
+    if user.is_anonymous:
+        return False
     if not isinstance(rule.owner, str):
         return bool(rule.owner(dict(row), user))
     value = row.get(rule.owner)
@@ -121,7 +126,7 @@ def owner_default(
     when ``data`` leaves it out (nothing for ``created_by``, a function, or a reference
     owner and a user id that is no UUID)."""
     name = rule.owner
-    if not isinstance(name, str) or name in data:
+    if not isinstance(name, str) or name in data or user.is_anonymous:
         return {}
     declared = entity_def.entity.fields.get(name)
     if declared is None:
