@@ -114,7 +114,9 @@ def owned(rule: OwnerRule, row: Mapping[str, Any], user: SessionUser) -> bool:
     return value is not None and value == user.id
 
 
-def keep_owned(rule: OwnerRule, rows: Iterable[dict[str, Any]], user: SessionUser) -> list[Any]:
+def keep_owned(
+    rule: OwnerRule, rows: Iterable[dict[str, Any]], user: SessionUser
+) -> list[dict[str, Any]]:
     """The rows of ``rows`` that ``user`` owns."""
     return [row for row in rows if owned(rule, row, user)]
 
