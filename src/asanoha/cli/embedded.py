@@ -74,10 +74,13 @@ def show_job_activity(log_level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(JOB_ACTIVITY_FORMAT))
     level = logging.getLevelName(log_level.upper())
-    if configured_log_format() == "json":
-        return  # the root logger's JSON handler writes them already
+    json_lines = configured_log_format() == "json"
     for name in JOB_ACTIVITY_LOGGERS:
         logger = logging.getLogger(name)
+        if json_lines:
+            # The root logger's JSON handler writes them: only their level is set here.
+            logger.setLevel(level if isinstance(level, int) else logging.INFO)
+            continue
         # Celery puts a NullHandler on its own loggers; a handler of the user's stays.
         if all(isinstance(known, logging.NullHandler) for known in logger.handlers):
             logger.addHandler(handler)

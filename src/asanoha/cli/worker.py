@@ -90,7 +90,8 @@ def worker(
     refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "worker")
-    use_celery_logging(set_up_observability(loaded, "worker"))
+    log_format = set_up_observability(loaded, "worker")
+    use_celery_logging(log_format, level)
     # The pool processes are forked from this one: it must hold no database connection
     # they would share (each pool process also drops what it inherited, see CeleryJobs).
     loaded.database.dispose()
@@ -106,6 +107,10 @@ def worker(
         hostname=hostname,
         extra=extra,
     )
+    if log_format == "json":
+        # Celery prints its banner straight to the terminal, past any logging: not a line
+        # a JSON reader could parse.
+        argv.insert(0, "--quiet")
     run_celery(loaded.celery, argv)
 
 
@@ -174,12 +179,12 @@ def beat(
     refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "beat")
-    use_celery_logging(set_up_observability(loaded, "beat"))
+    use_celery_logging(set_up_observability(loaded, "beat"), "INFO")
     run_celery(loaded.celery, ["beat", f"--schedule={schedule}", "--loglevel=INFO"])
 
 
-def use_celery_logging(log_format: LogFormat) -> None:
+def use_celery_logging(log_format: LogFormat, level: str) -> None:
     """Have the Celery program run next log in ``log_format`` (see ``workers/log_hooks``)."""
     from asanoha.workers.log_hooks import use_platform_logging
 
-    use_platform_logging(log_format)
+    use_platform_logging(log_format, level)

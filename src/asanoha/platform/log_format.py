@@ -16,6 +16,7 @@ import os
 import sys
 from typing import IO, Any, Literal
 
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 from asanoha.platform import telemetry
@@ -57,6 +58,8 @@ class AsanohaJsonFormatter(JsonFormatter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("timestamp", True)
         kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger"})
+        # uvicorn's copy of the message with terminal colour codes.
+        kwargs.setdefault("reserved_attrs", [*RESERVED_ATTRS, "color_message"])
         super().__init__("%(levelname)s %(name)s %(message)s", *args, **kwargs)
 
     def add_fields(

@@ -20,8 +20,8 @@ from asanoha.platform.log_format import LogFormat, configure_logging
 REDIRECTED_LOGGER = "celery.redirected"
 
 
-def use_platform_logging(log_format: LogFormat) -> None:
-    """Have the Celery program this process runs next log in ``log_format``.
+def use_platform_logging(log_format: LogFormat, level: str = "INFO") -> None:
+    """Have the Celery program this process runs next log in ``log_format``, from now on.
 
     ``text`` leaves Celery's own logging as it is. ``json`` takes Celery's ``setup_logging``
     hook (Celery then configures nothing itself): one JSON handler on the root logger, and
@@ -35,13 +35,18 @@ def use_platform_logging(log_format: LogFormat) -> None:
     signals.worker_shutdown.connect(_flush_spans, weak=False, dispatch_uid="asanoha-flush-main")
     if log_format != "json":
         return
+    # At once: Celery warns (running as root, say) before it sets up its logging.
+    configure_logging("json", level)
 
     def setup_logging(loglevel: Any = None, **_: Any) -> None:
         configure_logging("json", loglevel or logging.INFO)
         # The handler keeps the real stderr it was given; what is printed goes to it as
         # log lines from now on.
-        sys.stdout = LoggingProxy(logging.getLogger(REDIRECTED_LOGGER), logging.WARNING)
-        sys.stderr = LoggingProxy(logging.getLogger(REDIRECTED_LOGGER), logging.WARNING)
+        redirected = logging.getLogger(REDIRECTED_LOGGER)
+        sys.stdout = LoggingProxy(redirected, logging.WARNING)
+        sys.stderr = LoggingProxy(redirected, logging.WARNING)
+        # Celery says "worker: Warm shutdown" on the original stdout, past sys.stdout.
+        setattr(sys, "__stdout__", sys.stdout)  # noqa: B010
 
     signals.setup_logging.connect(setup_logging, weak=False, dispatch_uid="asanoha-json-logs")
 

@@ -104,7 +104,8 @@ def serving(folder: Path, *options: str) -> Iterator[Server]:
     process = subprocess.Popen(
         [asanoha_script(), "serve", "--app", "shop:app", "--port", str(port), *options],
         cwd=folder,
-        env=plain_env(),
+        # Text lines, as on a terminal: on a pipe serve would write JSON lines.
+        env={**plain_env(), "ASANOHA_LOG_FORMAT": "text"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
