@@ -23,7 +23,10 @@ from asanoha.platform.service.job_operations import (
 )
 
 jobs = typer.Typer(
-    help="Background jobs: recent attempts, failures, pending jobs, cancel, retry, run, prune."
+    help=(
+        "Background jobs: recent attempts, failures, pending jobs, cancel, retry, run, pause, "
+        "resume, prune."
+    )
 )
 
 LimitOption = Annotated[int, typer.Option(min=1, help="How many, newest first.")]
@@ -247,3 +250,60 @@ def prune(
     with loaded.database.begin() as conn:
         deleted = prune_job_rows(conn, loaded.service.tables, days)
     typer.echo(f"pruned {deleted} finished job row(s) older than {days:g} day(s)")
+
+
+TargetArgument = Annotated[
+    str, typer.Argument(help="A job's qualified name, or a lane (worker, api, lane:<name>).")
+]
+
+
+@jobs.command()
+def pause(target: TargetArgument, app: AppOption) -> None:
+    """Pause a job or a lane in every tenant: its jobs stay pending and no worker claims
+    them until ``asanoha jobs resume``; attempts already running run on. ``drain()`` does
+    not wait for a paused job's rows and names them. Exits 1 for an unknown job or lane.
+    """
+    loaded = load_app(app)
+    try:
+        change = loaded.jobs.pause(target, paused_by="cli")
+    except LookupError as error:
+        typer.echo(str(error).strip("'\""), err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{change.target}: paused" if change.changed else f"{change.target}: was paused")
+
+
+@jobs.command()
+def resume(target: TargetArgument, app: AppOption) -> None:
+    """Resume a paused job or lane: its waiting jobs are published at once (by the relay
+    of a running worker). Exits 1 for an unknown job or lane."""
+    loaded = load_app(app)
+    try:
+        change = loaded.jobs.resume(target)
+    except LookupError as error:
+        typer.echo(str(error).strip("'\""), err=True)
+        raise typer.Exit(1) from None
+    if not change.changed:
+        typer.echo(f"{change.target}: was not paused")
+        return
+    typer.echo(f"{change.target}: resumed; {change.woken} waiting job(s) due now")
+
+
+@jobs.command()
+def pauses(app: AppOption, as_json: JsonOption = False) -> None:
+    """The paused jobs and lanes."""
+    loaded = load_app(app)
+    found = loaded.jobs.pauses()
+    if as_json:
+        print_json(
+            {
+                "pauses": [
+                    {"target": p.target, "paused_at": p.paused_at.isoformat(), "by": p.paused_by}
+                    for p in found
+                ]
+            }
+        )
+        return
+    print_table(
+        ("target", "paused", "by"),
+        ((p.target, _when(p.paused_at), p.paused_by or "") for p in found),
+    )

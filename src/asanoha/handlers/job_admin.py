@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
+from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
 from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.service import QueryContext, WriteContext
 from asanoha.platform.service.handler_context import platform_jobs, platform_request
@@ -168,6 +169,72 @@ def run(payload: RunJob, ctx: WriteContext) -> dict[str, Any]:
         within=platform_request(ctx),
     )
     return {"id": str(job_id), "job": payload.job, "state": "pending"}
+
+
+class PauseTarget(BaseModel):
+    """A job (its QN) or a lane (``worker``, ``api``, ``lane:<name>``)."""
+
+    target: str = Field(min_length=1, max_length=200)
+
+
+class JobsPaused(BaseModel):
+    """An operator paused or resumed a job or a lane."""
+
+    target: str
+    paused: bool
+
+
+jobs_paused = feature.event("jobs-paused", JobsPaused)
+#: The stream of the pause events (one stream per application).
+PAUSE_STREAM_TYPE = "job-admin:pauses"
+
+
+def _pause_change(ctx: WriteContext, target: str, *, paused: bool) -> dict[str, Any]:
+    """Pause or resume ``target`` for every tenant: for the operator tenant only."""
+    if not ctx.in_operator_tenant:
+        raise AccessDeniedError(Reasons.OPERATOR_REQUIRED, handler=ctx.handler.qn)
+    jobs = platform_jobs(ctx)
+    try:
+        if paused:
+            change = jobs.pause(target, paused_by=ctx.user.id, within=platform_request(ctx))
+        else:
+            change = jobs.resume(target, within=platform_request(ctx))
+    except LookupError:
+        raise NotFoundError(Reasons.JOB_NOT_FOUND, job=target) from None
+    if change.changed:
+        ctx.append_event(
+            jobs_paused,
+            {"target": change.target, "paused": paused},
+            stream_id=uuid.uuid5(uuid.NAMESPACE_URL, f"asanoha:pauses:{change.target}"),
+            stream_type=PAUSE_STREAM_TYPE,
+        )
+    return {"target": change.target, "paused": paused, "changed": change.changed,
+            "woken": change.woken}  # fmt: skip
+
+
+@feature.write_handler(
+    "pause",
+    access=SYSTEM_ADMINS,
+    agent=Agent(risk="mid"),
+    description=(
+        "Pause a job or a lane in every tenant (operator tenant only): its jobs stay pending, "
+        "no worker runs them, until resumed; running attempts run on."
+    ),
+)
+def pause(payload: PauseTarget, ctx: WriteContext) -> dict[str, Any]:
+    """Pause a job or a lane."""
+    return _pause_change(ctx, payload.target, paused=True)
+
+
+@feature.write_handler(
+    "resume",
+    access=SYSTEM_ADMINS,
+    agent=Agent(risk="mid"),
+    description="Resume a paused job or lane (operator tenant only): its waiting jobs run.",
+)
+def resume(payload: PauseTarget, ctx: WriteContext) -> dict[str, Any]:
+    """Resume a job or a lane."""
+    return _pause_change(ctx, payload.target, paused=False)
 
 
 @feature.query_handler(

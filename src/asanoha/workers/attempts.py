@@ -38,6 +38,7 @@ from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.job_rows import (
     AttemptEnd,
     Claim,
+    ClaimLimit,
     JobRows,
     JobRowsUnavailable,
     RunStatus,
@@ -86,7 +87,7 @@ class AttemptRunner:
         """Handle one delivery of ``attempt`` of the job row ``task.request.id``."""
         row_id = uuid.UUID(str(task.request.id))
         try:
-            claim = self._rows.claim(row_id, attempt)
+            claim = self._rows.claim(row_id, attempt, lane=job.lane, limit=ClaimLimit.of(job))
         except JobRowsUnavailable as exc:
             # Nothing ran and nothing is recorded: the message must come back, not be lost
             # with the row left published and pending.
@@ -98,6 +99,12 @@ class AttemptRunner:
                 log.error("%s %s: no job row; refused", job.qn, row_id)
             elif claim.state == RUNNING and claim.attempt == attempt:
                 self._judge_running(job, row_id, claim, redelivered=redelivered)
+            elif claim.state == PENDING and claim.attempt < attempt:
+                # Its job is paused, or its key is busy: it waits, unpublished, holding no
+                # worker and spending no attempt, until woken or looked at again.
+                self._rows.park(row_id, claim.attempt)
+                log.info("%s %s attempt %d: waits (job paused or its key busy)", job.qn,
+                         row_id, attempt)  # fmt: skip
             else:
                 # Finished or a later attempt: the row says the work is done or being done,
                 # so this copy is acknowledged unrun.
@@ -383,13 +390,35 @@ class AttemptRunner:
         give_back: bool = True,
     ) -> bool:
         try:
-            return self._rows.end(row_id, job.qn, tenant_id, attempt, claim, end)
+            ended = self._rows.end(row_id, job.qn, tenant_id, attempt, claim, end)
         except JobRowsUnavailable as exc:
             if not give_back:
                 raise
             # The row still says running: given back, the message comes again as a
             # redelivery, which ends this attempt as crashed (at least once, never lost).
             _give_back(job, row_id, "ending the attempt on", exc)
+        if job.claim_limited:
+            self._wake_waiting(job, row_id)
+        return ended
+
+    def _wake_waiting(self, job: JobDef, row_id: uuid.UUID) -> None:
+        """Publish the oldest row waiting for a key the ended attempt held (the relay
+        publishes it should this fail)."""
+        try:
+            woken = self._rows.wake(row_id)
+        except Exception:
+            log.warning("%s %s: waking the rows waiting for its key failed; the relay "
+                        "sends them", job.qn, row_id, exc_info=True)  # fmt: skip
+            return
+        for row in woken:
+            message = OutboxMessage(row.id, row.job_qn, attempt=row.attempt, priority=row.priority)
+            try:
+                self.publisher.publish(message)
+            except Exception:
+                log.warning("%s %s: publishing a woken row failed; the relay sends it",
+                            row.job_qn, row.id, exc_info=True)  # fmt: skip
+            else:
+                self._mark_published([message], [])
 
 
 #: Seconds added to an attempt's hard time limit before another delivery takes it for dead:

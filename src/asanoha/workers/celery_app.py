@@ -132,6 +132,7 @@ def make_celery(app: App) -> CeleryJobs:
         queue_of=route,
         # A connection of the relay's own: drain() counts on the other one from its thread.
         open_probe=lambda: make_probe(celery, outcomes),
+        job_lanes=app.service.job_lanes,
     )
     jobs = CeleryJobs(celery, publisher, runner, relay, outcomes, rows, app)
     jobs.connect_worker_signals()

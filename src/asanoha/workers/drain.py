@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -18,12 +19,15 @@ from asanoha.platform.consumers import (
     describe_running,
     seconds_until_due,
 )
-from asanoha.platform.service.outbox import count_unfinished
+from asanoha.platform.service.job_pauses import paused_job_qns
+from asanoha.platform.service.outbox import count_paused_rows, count_unfinished
 from asanoha.workers.lanes import lane_queues
 from asanoha.workers.pending import PendingWork
 
 if TYPE_CHECKING:
     from asanoha.app import App
+
+log = logging.getLogger("asanoha.drain")
 
 #: Seconds between passes when no job outcome wakes the drain earlier.
 POLL_INTERVAL = 0.005
@@ -46,6 +50,9 @@ class DrainSummary:
     cancelled: int = 0
     #: Attempts that snoozed (ran again later, the attempt not spent).
     snoozed: int = 0
+    #: Paused jobs whose rows wait for a resume, and how many: the drain did not wait
+    #: for them.
+    paused: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -166,8 +173,10 @@ class Drainer:
             consumers.run_once()
         self._app.service.relay_outbox()
         queued, reserved = self._jobs.probe().count(lane_queues(self._app.settings))
+        tables = self._app.service.tables
         with self._app.database.connect() as conn:
-            unfinished = count_unfinished(conn, self._app.service.tables)
+            paused = paused_job_qns(conn, tables, self._app.service.job_lanes)
+            unfinished = count_unfinished(conn, tables, paused)
         pending = PendingWork(queued, reserved, unfinished)
         if consumers:
             # Asked after the job count: events of a job that ended meanwhile show here.
@@ -186,8 +195,16 @@ class Drainer:
             .where(runs.c.id > self._seen_run_id)
             .order_by(runs.c.id)
         )
+        tables = self._app.service.tables
         with self._app.database.connect() as conn:
             rows = conn.execute(query).all()
+            paused = paused_job_qns(conn, tables, self._app.service.job_lanes)
+            waiting = count_paused_rows(conn, tables, paused)
+        if waiting:
+            log.warning(
+                "drain() did not wait for paused jobs: %s",
+                ", ".join(f"{qn} ({rows} waiting)" for qn, rows in sorted(waiting.items())),
+            )
         if rows:
             self._seen_run_id = max(row.id for row in rows)
         statuses = Counter(row.status for row in rows)
@@ -197,6 +214,7 @@ class Drainer:
             retried=statuses["retrying"] + statuses["crashed"],
             cancelled=statuses["cancelled"],
             snoozed=statuses["snoozed"],
+            paused=waiting,
         )
         failures = [
             JobFailure(row.job_qn, row.task_id, row.error or "")

@@ -30,16 +30,21 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    exists,
     func,
     insert,
     null,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.service.outbox import CANCELLED, FAILED, PENDING, RUNNING
+from asanoha.platform.model import JobDef
+from asanoha.platform.service.job_concurrency import lock_keys
+from asanoha.platform.service.job_pauses import lane_target
+from asanoha.platform.service.outbox import CANCELLED, FAILED, PENDING, RELAY_GRACE, RUNNING
 from asanoha.platform.store import Database, Tables
 
 #: Characters of an error text kept in the job row and its run row.
@@ -147,6 +152,39 @@ class AttemptEnd:
         return attempt if self.spent else attempt - 1
 
 
+@dataclass(frozen=True)
+class ClaimLimit:
+    """What a claim of a job's rows must find room for: one running attempt per key
+    (``sequential``), at most ``max_per_tenant`` per tenant."""
+
+    sequential: bool = False
+    max_per_tenant: int | None = None
+
+    @classmethod
+    def of(cls, job: JobDef) -> ClaimLimit | None:
+        """The limit of ``job``'s claims (``None``: none, the one-statement claim)."""
+        if not job.claim_limited:
+            return None
+        return cls(job.concurrency.mode == "sequential", job.max_per_tenant)
+
+
+@dataclass(frozen=True)
+class WaitingRow:
+    """A waiting row made due: the message that runs it."""
+
+    id: uuid.UUID
+    job_qn: str
+    attempt: int
+    priority: int | None
+
+
+#: The claim token of a row that waits for a pause or a busy key: no publish of an earlier
+#: message may mark it, and the end of the attempt holding its key wakes it.
+WAITING_TOKEN = "waiting"
+#: Seconds a waiting row rests before the relay publishes it again, should no end wake it.
+WAIT_RECHECK = 10.0
+
+
 class JobRows:
     """Claims and ends attempts on the job rows of one application (any database; Postgres
     has a faster one, ``PostgresJobRows``).
@@ -161,12 +199,21 @@ class JobRows:
         outbox = tables.outbox
         # Pending at an earlier attempt, or already claimed by this very claim (sent again
         # after its reply was lost).
+        pauses = tables.job_pauses
+        # Neither the job nor its lane is paused (``asanoha jobs pause``).
+        self._not_paused = ~exists().where(
+            pauses.c.target.in_([outbox.c.job_qn, bindparam("claim_lane")])
+        )
         self._claim = (
             update(outbox)
             .where(
                 outbox.c.id == bindparam("row_id"),
                 or_(
-                    and_(outbox.c.state == PENDING, outbox.c.attempt < bindparam("claim_attempt")),
+                    and_(
+                        outbox.c.state == PENDING,
+                        outbox.c.attempt < bindparam("claim_attempt"),
+                        self._not_paused,
+                    ),
                     and_(
                         outbox.c.state == RUNNING,
                         outbox.c.attempt == bindparam("claim_attempt"),
@@ -246,22 +293,118 @@ class JobRows:
     def _engine(self) -> Engine:
         return self._database.engine
 
-    def claim(self, row_id: uuid.UUID, attempt: int, token: str | None = None) -> Claim | Unclaimed:
+    def claim(
+        self,
+        row_id: uuid.UUID,
+        attempt: int,
+        token: str | None = None,
+        *,
+        lane: str = "worker",
+        limit: ClaimLimit | None = None,
+    ) -> Claim | Unclaimed:
         """Claim ``attempt`` of the job row ``row_id``: it runs only if this returns a ``Claim``.
 
-        The row must be pending with an earlier attempt, or running at this attempt under
-        ``token`` (this delivery's claim, sent again; a new token by default); anything else
-        (finished, running for another delivery, a later attempt, no row) is returned as
-        ``Unclaimed`` for the caller to judge.
+        The row must be pending with an earlier attempt, its job and ``lane`` not paused,
+        and its key within ``limit`` (its job's ``sequential`` and ``max_per_tenant``), or
+        running at this attempt under ``token`` (this delivery's claim, sent again; a new
+        token by default); anything else (finished, running for another delivery, a later
+        attempt, waiting for a pause or a busy key, no row) is returned as ``Unclaimed``
+        for the caller to judge.
         """
         token = token or new_claim_token()
         started = dt.datetime.now(dt.UTC)
+        if limit is not None:
+            held = limit
+            return _once_more_after_disconnect(
+                lambda: self._claim_limited(row_id, attempt, token, started, lane, held)
+            )
         return _once_more_after_disconnect(
-            lambda: self._claim_once(row_id, attempt, token, started)
+            lambda: self._claim_once(row_id, attempt, token, started, lane)
         )
 
+    def _claim_limited(
+        self,
+        row_id: uuid.UUID,
+        attempt: int,
+        token: str,
+        started: dt.datetime,
+        lane: str,
+        limit: ClaimLimit,
+    ) -> Claim | Unclaimed:
+        """A claim that first counts the running attempts of the row's keys, under their
+        locks: one transaction, so that two workers never both find the last slot free."""
+        outbox = self._tables.outbox
+        with self._database.begin() as conn:
+            keys = conn.execute(
+                select(outbox.c.concurrency_key, outbox.c.slot_key, outbox.c.created_at).where(
+                    outbox.c.id == row_id
+                )
+            ).first()
+            if keys is None:
+                return Unclaimed("missing", 0)
+            key = keys.concurrency_key if limit.sequential else None
+            slot = keys.slot_key if limit.max_per_tenant is not None else None
+            lock_keys(conn, [held for held in (key, slot) if held])
+            other = outbox.alias("other")
+            room = [self._not_paused]
+            if key:
+                room.append(
+                    ~exists().where(other.c.concurrency_key == key, other.c.state == RUNNING)
+                )
+                # Enqueue order: no older row of the key is due before this one.
+                room.append(
+                    ~exists().where(
+                        other.c.concurrency_key == key,
+                        other.c.state == PENDING,
+                        other.c.not_before <= started,
+                        tuple_(other.c.created_at, other.c.id) < tuple_(keys.created_at, row_id),
+                    )
+                )
+            if slot and limit.max_per_tenant is not None:
+                running = (
+                    select(func.count())
+                    .select_from(other)
+                    .where(other.c.slot_key == slot, other.c.state == RUNNING)
+                    .scalar_subquery()
+                )
+                room.append(running < limit.max_per_tenant)
+            claim = (
+                update(outbox)
+                .where(
+                    outbox.c.id == row_id,
+                    or_(
+                        and_(outbox.c.state == PENDING, outbox.c.attempt < attempt, *room),
+                        and_(
+                            outbox.c.state == RUNNING,
+                            outbox.c.attempt == attempt,
+                            outbox.c.claim_token == token,
+                        ),
+                    ),
+                )
+                .values(state=RUNNING, attempt=attempt, started_at=started, claim_token=token)
+                .returning(
+                    outbox.c.job_qn,
+                    outbox.c.payload,
+                    outbox.c.headers,
+                    outbox.c.trigger_result,
+                    outbox.c.priority,
+                )
+            )
+            row = conn.execute(claim, {"claim_lane": lane_target(lane)}).first()
+            if row is not None:
+                return Claim(
+                    row.job_qn,
+                    dict(row.payload),
+                    row.headers,
+                    row.trigger_result,
+                    started,
+                    token,
+                    priority=row.priority,
+                )
+            return _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
+
     def _claim_once(
-        self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime
+        self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime, lane: str
     ) -> Claim | Unclaimed:
         with self._claim_connection() as conn:
             row = conn.execute(
@@ -271,6 +414,7 @@ class JobRows:
                     "claim_attempt": attempt,
                     "claim_started": started,
                     "claim_token": token,
+                    "claim_lane": lane_target(lane),
                 },
             ).first()
             if row is not None:
@@ -380,6 +524,79 @@ class JobRows:
                 },
             )
         return bool(ended)
+
+    def park(self, row_id: uuid.UUID, row_attempt: int) -> None:
+        """Leave the pending row ``row_id`` (at ``row_attempt``), which a delivery found
+        waiting for a pause or a busy key, unpublished: the end of the attempt that holds
+        its key wakes it (``wake``), else the relay publishes it again after
+        ``WAIT_RECHECK`` seconds (a paused job's rows not before it is resumed)."""
+        outbox = self._tables.outbox
+        again = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=WAIT_RECHECK)
+
+        def write() -> None:
+            with self._engine.begin() as conn:
+                conn.execute(
+                    update(outbox)
+                    .where(
+                        outbox.c.id == row_id,
+                        outbox.c.state == PENDING,
+                        outbox.c.attempt == row_attempt,
+                    )
+                    .values(published_at=None, relay_after=again, claim_token=WAITING_TOKEN)
+                )
+
+        _once_more_after_disconnect(write)
+
+    def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
+        """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
+        its keys, made due (its message is the caller's to publish; the relay sends it
+        should the caller not)."""
+        outbox = self._tables.outbox
+        relay_after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=RELAY_GRACE)
+
+        def write() -> list[WaitingRow]:
+            with self._engine.begin() as conn:
+                keys = conn.execute(
+                    select(outbox.c.concurrency_key, outbox.c.slot_key).where(outbox.c.id == row_id)
+                ).first()
+                if keys is None:
+                    return []
+                woken: list[WaitingRow] = []
+                for column, key in (
+                    (outbox.c.concurrency_key, keys.concurrency_key),
+                    (outbox.c.slot_key, keys.slot_key),
+                ):
+                    if not key:
+                        continue
+                    query = (
+                        select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
+                        .where(
+                            column == key,
+                            outbox.c.state == PENDING,
+                            outbox.c.claim_token == WAITING_TOKEN,
+                            outbox.c.published_at.is_(None),
+                        )
+                        .order_by(outbox.c.created_at, outbox.c.id)
+                        .limit(1)
+                        .with_for_update(skip_locked=True)
+                    )
+                    row = conn.execute(query).first()
+                    if row is None:
+                        continue
+                    conn.execute(
+                        update(outbox)
+                        .where(outbox.c.id == row.id)
+                        # No longer waiting: another end does not wake it a second time.
+                        .values(relay_after=relay_after, claim_token=None)
+                    )
+                    woken.append(
+                        WaitingRow(
+                            uuid.UUID(str(row.id)), row.job_qn, row.attempt + 1, row.priority
+                        )
+                    )
+                return woken
+
+        return _once_more_after_disconnect(write)
 
     def forget_inherited_connections(self, **_: Any) -> None:
         """After a fork: drop connections of the parent (see ``Database``)."""

@@ -23,11 +23,13 @@ import psycopg
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.exc import DBAPIError
 
+from asanoha.platform.service.job_pauses import lane_target
 from asanoha.platform.service.outbox import CANCELLED, PENDING, RUNNING
 from asanoha.platform.store import Database, Tables
 from asanoha.workers.job_rows import (
     AttemptEnd,
     Claim,
+    ClaimLimit,
     JobRows,
     JobRowsUnavailable,
     Unclaimed,
@@ -46,12 +48,14 @@ class PostgresJobRows(JobRows):
     def __init__(self, database: Database, tables: Tables) -> None:
         super().__init__(database, tables)
         outbox, runs = tables.outbox.name, tables.job_runs.name
+        pauses = tables.job_pauses.name
         # Pending at an earlier attempt, or already claimed by this very claim: sent again
         # after the connection died, it finds its own committed claim by the token.
         self._claim_sql = (
             f"UPDATE {outbox} SET state = '{RUNNING}', attempt = %(attempt)s, "
             "started_at = %(started)s, claim_token = %(token)s "
             f"WHERE id = %(id)s AND (state = '{PENDING}' AND attempt < %(attempt)s "
+            f"AND NOT EXISTS (SELECT 1 FROM {pauses} WHERE target IN (job_qn, %(lane)s)) "
             f"OR state = '{RUNNING}' AND attempt = %(attempt)s AND claim_token = %(token)s) "
             "RETURNING job_qn, payload, headers, trigger_result, priority"
         )
@@ -109,11 +113,28 @@ class PostgresJobRows(JobRows):
             )
         return self._engine_
 
-    def claim(self, row_id: uuid.UUID, attempt: int, token: str | None = None) -> Claim | Unclaimed:
+    def claim(
+        self,
+        row_id: uuid.UUID,
+        attempt: int,
+        token: str | None = None,
+        *,
+        lane: str = "worker",
+        limit: ClaimLimit | None = None,
+    ) -> Claim | Unclaimed:
         """See ``JobRows.claim``."""
+        if limit is not None:
+            # Counting a key's running attempts takes a transaction and the key's lock.
+            return super().claim(row_id, attempt, token, lane=lane, limit=limit)
         started = dt.datetime.now(dt.UTC)
         token = token or new_claim_token()
-        params = {"id": row_id, "attempt": attempt, "started": started, "token": token}
+        params = {
+            "id": row_id,
+            "attempt": attempt,
+            "started": started,
+            "token": token,
+            "lane": lane_target(lane),
+        }
 
         def run(cursor: Any) -> Claim | Unclaimed:
             cursor.execute(self._claim_sql, params)

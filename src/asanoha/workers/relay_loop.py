@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from asanoha.platform.service import OutboxPublisher
+from asanoha.platform.service.job_pauses import paused_job_qns
 from asanoha.platform.service.outbox import relay_outbox, resend_lost_messages
 from asanoha.platform.store import Database, Tables
 from asanoha.workers.job_rows import recover_lost_attempts
@@ -48,6 +49,7 @@ class RelayLoop:
         lost_after: float,
         queue_of: Callable[[str], str],
         open_probe: Callable[[], BrokerProbe],
+        job_lanes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._database_url = database_url
         self._tables = tables
@@ -58,6 +60,8 @@ class RelayLoop:
         #: claimed, counts as lost.
         self._lost_after = lost_after
         self._queue_of = queue_of
+        #: Lane -> its job QNs: a paused lane's rows are left alone.
+        self._job_lanes = job_lanes or {}
         #: Opens the broker connection that counts the queues, on the first pass that needs it.
         self._open_probe = open_probe
         self._probe: BrokerProbe | None = None
@@ -103,6 +107,8 @@ class RelayLoop:
         lost; return how many were sent."""
         database = self._own_database()
         recover_lost_attempts(database, self._tables, self._retries_of, self._lost_after)
+        with database.connect() as conn:
+            paused = paused_job_qns(conn, self._tables, self._job_lanes)
         sent = 0
         while not self._stopping.is_set():
             batch = relay_outbox(
@@ -110,6 +116,7 @@ class RelayLoop:
                 self._tables,
                 self._publisher,
                 limit=BATCH,
+                paused=paused,
             )
             sent += batch
             if batch < BATCH:

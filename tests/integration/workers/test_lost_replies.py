@@ -169,12 +169,12 @@ def test_a_claim_while_the_database_refuses_connections_gives_the_message_back(
     real = rows.claim
     refused: list[BaseException] = []
 
-    def claim(row_id: uuid.UUID, attempt: int) -> Any:
+    def claim(row_id: uuid.UUID, attempt: int, **options: Any) -> Any:
         if refused:
-            return real(row_id, attempt)
+            return real(row_id, attempt, **options)
         with _refusing_connections(stack):
             try:
-                return real(row_id, attempt)
+                return real(row_id, attempt, **options)
             except JobRowsUnavailable as exc:
                 refused.append(exc)
                 raise

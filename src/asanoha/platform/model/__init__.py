@@ -4,6 +4,7 @@ from asanoha.platform.model import fields
 from asanoha.platform.model.access import Access
 from asanoha.platform.model.agent import Agent, AgentExposure, Risk, resolve_agent_exposure
 from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.concurrency import Concurrency
 from asanoha.platform.model.entity import Entity, instruction_fields
 from asanoha.platform.model.feature import Feature
 from asanoha.platform.model.handlers import (
@@ -26,6 +27,7 @@ __all__ = [
     "Agent",
     "AgentExposure",
     "Backoff",
+    "Concurrency",
     "ConsumerDef",
     "ConsumerStart",
     "Entity",

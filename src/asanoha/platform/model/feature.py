@@ -12,6 +12,7 @@ from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access, check_access
 from asanoha.platform.model.agent import Agent
 from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.concurrency import Concurrency, check_concurrency
 from asanoha.platform.model.cron import check_cron
 from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
@@ -345,6 +346,9 @@ class Feature:
         acts_for_system: str | None = None,
         schema: type[BaseModel] | None = None,
         priority: int | None = None,
+        concurrency: Concurrency | None = None,
+        max_per_tenant: int | None = None,
+        unique_for: float | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
@@ -357,6 +361,11 @@ class Feature:
         ``asanoha jobs run``, ``job-admin:write:run``); the job receives the validated
         payload as a dict. ``priority=0..9``: among the messages waiting in its lane's queue,
         higher priorities are delivered first (see the README for what each broker keeps).
+        ``concurrency=Concurrency.skip/replace/sequential/debounce(...)``: how copies of the
+        job with the same key run beside each other (default: in parallel);
+        ``max_per_tenant=N``: at most N attempts run at once per tenant; ``unique_for=s``: an
+        enqueue of a key with a pending, running or succeeded row of the last ``s`` seconds
+        returns that row's id.
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
@@ -373,6 +382,14 @@ class Feature:
         check_priority(priority, qn)
         if cron is not None:
             check_cron(cron, qn)
+        mode = check_concurrency(
+            concurrency,
+            max_per_tenant,
+            unique_for,
+            qn=qn,
+            cron=cron,
+            schema_fields=None if schema is None else tuple(schema.model_fields),
+        )
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise DefinitionError(
                 f"{qn}: retries must be a whole number >= 0 (0: no retry), not {retries!r}"
@@ -415,6 +432,9 @@ class Feature:
                     acts_for_system=system_reason,
                     schema=schema,
                     priority=priority,
+                    concurrency=mode,
+                    max_per_tenant=max_per_tenant,
+                    unique_for=None if unique_for is None else float(unique_for),
                 )
             )
             return func

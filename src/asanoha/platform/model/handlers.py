@@ -15,6 +15,7 @@ from asanoha.platform.model.access import Access
 from asanoha.platform.model.agent import Agent
 from asanoha.platform.model.agent_hints import check_declared_hints
 from asanoha.platform.model.backoff import Backoff
+from asanoha.platform.model.concurrency import Concurrency
 from asanoha.platform.model.entity import Entity
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
 
@@ -138,6 +139,23 @@ class JobDef:
     #: 0 (the default when any job declares one) .. 9 (runs first): the broker delivers
     #: a queue's waiting messages of higher priority first.
     priority: int | None = None
+    #: How copies of the job run beside each other (``parallel``: no rule).
+    concurrency: Concurrency = field(default_factory=Concurrency.parallel)
+    #: At most this many attempts run at once per tenant (``None``: no limit).
+    max_per_tenant: int | None = None
+    #: Seconds an enqueue of a key that has a pending, running or succeeded row returns that
+    #: row instead of a new one (``None``: no such rule).
+    unique_for: float | None = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether its rows carry a concurrency key (enqueues look for rows of the key)."""
+        return self.concurrency.keyed or self.unique_for is not None
+
+    @property
+    def claim_limited(self) -> bool:
+        """Whether a claim of its rows must first count the running attempts of a key."""
+        return self.concurrency.mode == "sequential" or self.max_per_tenant is not None
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from asanoha.platform.model import (
     resolve_agent_exposure,
     to_kebab,
 )
-from asanoha.platform.service import gates, idempotency, outbox
+from asanoha.platform.service import gates, idempotency, job_concurrency, job_pauses, outbox
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payload_digest
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
@@ -100,6 +100,8 @@ class Service:
         broker_hold: Callable[[str], float] | None = None,
     ) -> None:
         self.registry = registry
+        #: Lane -> the QNs of its jobs (a paused lane pauses them).
+        self.job_lanes = job_pauses.lanes_of(registry)
         #: Seconds an idempotent write's outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
         self.idempotency_ttl = idempotency_ttl
         #: Seconds a repeat waits for a running write with its key (``ASANOHA_IDEMPOTENCY_WAIT``).
@@ -496,12 +498,11 @@ class Service:
         # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``,
         # made storable here: nothing about it may fail the write (see ``trigger_result``).
         stored = storable_trigger_result(result, handler.qn)
-        messages = [
-            self._message(job.qn, payload, user, request, handler.qn, result=stored)
-            for job in triggered
-        ]
-        outbox.write_outbox(request.conn, self.tables, messages)
-        request.outbox.extend(messages)
+        for job in triggered:
+            message = self._message(job.qn, payload, user, request, handler.qn, result=stored)
+            placed = job_concurrency.place(request.conn, self.tables, job, message)
+            if placed.message is not None:
+                request.outbox.append(placed.message)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -742,15 +743,20 @@ class Service:
         if countdown > 0 or not publish:
             by_broker = publish and countdown <= self.broker_hold(job_qn)
             message = dataclasses.replace(message, countdown=countdown, by_broker=by_broker)
-        outbox.write_outbox(parent.conn, self.tables, [message])
-        parent.outbox.append(message)
-        return message.id
+        placed = job_concurrency.place(parent.conn, self.tables, job, message)
+        if placed.message is not None:
+            parent.outbox.append(placed.message)
+        return placed.job_id
 
     def relay_outbox(self, limit: int = 100) -> int:
         """Publish due job rows nobody published; return how many were sent."""
         if self.publisher is None:
             return 0
-        return outbox.relay_outbox(self.database, self.tables, self.publisher, limit=limit)
+        with self.database.connect() as conn:
+            paused = job_pauses.paused_job_qns(conn, self.tables, self.job_lanes)
+        return outbox.relay_outbox(
+            self.database, self.tables, self.publisher, limit=limit, paused=paused
+        )
 
     def count_unpublished_outbox(self) -> int:
         """How many outbox rows wait to be published."""

@@ -1,5 +1,5 @@
 """``App.jobs``: the operations on jobs that the CLI, the bundled job-admin handlers and
-application code call: cancel, retry, run.
+application code call: cancel, retry, run, pause, resume.
 
 Each runs in a unit of work of its own, or inside a running write (``within``: a handler's
 request), so the rows it writes commit with that write and its messages are published
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.model import SessionUser
+from asanoha.platform.service import job_pauses
 from asanoha.platform.service.job_operations import (
     CancelledJob,
     RetriedJob,
@@ -23,6 +25,16 @@ from asanoha.platform.service.request import Request
 
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
+
+
+@dataclass(frozen=True)
+class PauseChange:
+    """What ``pause`` or ``resume`` did: the stored target (a job QN or ``lane:<name>``),
+    whether it changed anything, and how many waiting rows a resume made due."""
+
+    target: str
+    changed: bool
+    woken: int
 
 
 class Jobs:
@@ -105,6 +117,38 @@ class Jobs:
             publish=publish,
             priority=priority,
         )
+
+    def pause(
+        self, target: str, *, paused_by: str | None = None, within: Request | None = None
+    ) -> PauseChange:
+        """Pause a job (its QN) or a lane (``worker``, ``api`` or ``lane:<name>``) in every
+        tenant: its rows stay pending, no worker claims them and the relay leaves them
+        alone until ``resume``; a running attempt runs on. Raises ``LookupError`` naming
+        the jobs and lanes there are when ``target`` is neither."""
+        stored = job_pauses.resolve_target(self._service.registry, target)
+        if within is None:
+            with self._service.unit_of_work(self._operator()) as request:
+                return self.pause(target, paused_by=paused_by, within=request)
+        changed = job_pauses.pause(within.conn, self._service.tables, stored, paused_by)
+        return PauseChange(stored, changed, 0)
+
+    def resume(self, target: str, *, within: Request | None = None) -> PauseChange:
+        """Resume a paused job or lane: its waiting rows are published at once."""
+        stored = job_pauses.resolve_target(self._service.registry, target)
+        if within is None:
+            with self._service.unit_of_work(self._operator()) as request:
+                return self.resume(target, within=request)
+        registry = self._service.registry
+        paused = {
+            pause.target for pause in job_pauses.list_pauses(within.conn, self._service.tables)
+        }
+        woken = job_pauses.resume(within.conn, self._service.tables, registry, stored)
+        return PauseChange(stored, stored in paused, woken)
+
+    def pauses(self) -> list[job_pauses.Pause]:
+        """Every paused job and lane."""
+        with self._service.database.connect() as conn:
+            return job_pauses.list_pauses(conn, self._service.tables)
 
     def _operator(self) -> SessionUser:
         return SessionUser.system(self._operator_tenant)

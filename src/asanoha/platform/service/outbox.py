@@ -10,11 +10,11 @@ import datetime as dt
 import logging
 import math
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, or_, select, update
 
 from asanoha.platform.store import Database, Tables
 
@@ -60,6 +60,9 @@ class OutboxMessage:
     #: The claim token the row carries while it waits for this message (``None`` for a row
     #: never claimed): its publish is marked only on a row still carrying it.
     row_token: str | None = None
+    #: The row's concurrency key and per-tenant slot key (see ``job_concurrency``).
+    concurrency_key: str | None = None
+    slot_key: str | None = None
 
 
 def start_delay(job_qn: str, delay: float | None = None, at: dt.datetime | None = None) -> float:
@@ -137,6 +140,8 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
                 "publish_attempts": 0,
                 "idempotency_key": message.idempotency_key,
                 "priority": message.priority,
+                "concurrency_key": message.concurrency_key,
+                "slot_key": message.slot_key,
             }
         )
     conn.execute(insert(tables.outbox), rows)
@@ -256,8 +261,10 @@ def relay_outbox(
     publisher: OutboxPublisher,
     *,
     limit: int,
+    paused: Collection[str] = (),
 ) -> int:
     """Publish pending job rows nobody published and that are due; return how many were sent.
+    Rows of the ``paused`` jobs are left alone (see ``job_pauses``).
 
     Due: a publish failed, the writer did not publish within ``RELAY_GRACE``, or a retry held
     in the database reached its time. (A published row whose message the broker lost is
@@ -282,6 +289,8 @@ def relay_outbox(
         .with_for_update(skip_locked=True)
     )
     with database.begin() as conn:
+        if paused:
+            query = query.where(outbox.c.job_qn.not_in(sorted(paused)))
         rows = conn.execute(query).all()
         if not rows:
             return 0
@@ -510,11 +519,27 @@ def count_unpublished(conn: Connection, tables: Tables) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def count_unfinished(conn: Connection, tables: Tables) -> int:
-    """How many job rows are pending or running: work that is not settled."""
+def count_unfinished(conn: Connection, tables: Tables, paused: Collection[str] = ()) -> int:
+    """How many job rows are pending or running: work that is not settled. The pending
+    rows of ``paused`` jobs wait for a resume, not for a worker: they are left out."""
     outbox = tables.outbox
     query = select(func.count()).select_from(outbox).where(outbox.c.state.in_((PENDING, RUNNING)))
+    if paused:
+        query = query.where(or_(outbox.c.state == RUNNING, outbox.c.job_qn.not_in(sorted(paused))))
     return int(conn.execute(query).scalar_one())
+
+
+def count_paused_rows(conn: Connection, tables: Tables, paused: Collection[str]) -> dict[str, int]:
+    """Per job of ``paused``: how many of its rows wait pending."""
+    if not paused:
+        return {}
+    outbox = tables.outbox
+    query = (
+        select(outbox.c.job_qn, func.count())
+        .where(outbox.c.state == PENDING, outbox.c.job_qn.in_(sorted(paused)))
+        .group_by(outbox.c.job_qn)
+    )
+    return {str(qn): int(rows) for qn, rows in conn.execute(query).all()}
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,8 @@ class Tables:
     instruction_provenance: Table
     #: The first outcome of each idempotent write, under its key.
     idempotency: Table
+    #: Paused jobs and lanes.
+    job_pauses: Table
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -203,9 +205,25 @@ def build_tables(registry: Registry) -> Tables:
         # 0..9, higher delivered first (its job's ``priority=`` or the dispatch's); ``None``:
         # no priority (the application declares none). The relay sends higher ones first.
         Column("priority", Integer, nullable=True),
+        # The job's concurrency key (a digest of job, tenant and key value) for jobs with a
+        # concurrency mode or ``unique_for``: enqueues and claims find the key's rows by it.
+        Column("concurrency_key", String(64), nullable=True),
+        # The job in its tenant, for jobs with ``max_per_tenant``: claims count its running rows.
+        Column("slot_key", String(64), nullable=True),
         Index("ix_asanoha_outbox_due", "state", "relay_after"),
+        Index("ix_asanoha_outbox_concurrency_key", "concurrency_key", "state"),
+        Index("ix_asanoha_outbox_slot_key", "slot_key", "state"),
         Index("ix_asanoha_outbox_finished", "finished_at"),
         Index("uq_asanoha_outbox_idempotency_key", "idempotency_key", unique=True),
+    )
+    # Paused jobs and lanes (``asanoha jobs pause``): their rows stay pending, unclaimed
+    # and unpublished until resumed. ``target`` is a job QN or ``lane:<name>``.
+    job_pauses = Table(
+        "asanoha_job_pauses",
+        metadata,
+        Column("target", String(220), primary_key=True),
+        Column("paused_at", Timestamp, nullable=False),
+        Column("paused_by", String(200), nullable=True),
     )
     # One row per ended attempt (succeeded, retrying, crashed or failed), written by the
     # worker when the attempt ends, in the transaction that ends it on the job row.
@@ -267,6 +285,7 @@ def build_tables(registry: Registry) -> Tables:
         agent_approvals=_approvals_table(metadata),
         instruction_provenance=_provenance_table(metadata),
         idempotency=_idempotency_table(metadata),
+        job_pauses=job_pauses,
     )
 
 
