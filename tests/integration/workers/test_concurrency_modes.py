@@ -107,9 +107,7 @@ def test_skip_holds_on_the_write_triggered_path(jobs_stack):
     def ping(payload: Ping, ctx: Any) -> dict[str, str]:
         return {"account": payload.account}
 
-    @feature.job(
-        "follow", on="skipwrite:write:ping", concurrency=Concurrency.skip(key=["account"])
-    )
+    @feature.job("follow", on="skipwrite:write:ping", concurrency=Concurrency.skip(key=["account"]))
     def follow(payload: dict[str, Any], ctx: Any) -> None:
         time.sleep(0.3)
 
@@ -201,9 +199,7 @@ def test_debounce_runs_once_after_the_last_enqueue_with_its_payload(jobs_stack):
     feature = Feature("settling")
     runs: list[tuple[Any, float]] = []
 
-    @feature.job(
-        "index", manual=True, concurrency=Concurrency.debounce(1.0, key=["doc"])
-    )
+    @feature.job("index", manual=True, concurrency=Concurrency.debounce(1.0, key=["doc"]))
     def index(payload: dict[str, Any], ctx: Any) -> None:
         runs.append((payload, time.monotonic()))
 
@@ -340,9 +336,7 @@ def test_concurrency_settings_that_cannot_work_fail_at_definition():
             "bad:job:d: unique_for= does not apply to a cron job",
         ),
         (
-            lambda: feature.job(
-                "e", manual=True, unique_for=60, concurrency=Concurrency.skip()
-            ),
+            lambda: feature.job("e", manual=True, unique_for=60, concurrency=Concurrency.skip()),
             "bad:job:e: unique_for= and Concurrency.skip",
         ),
     ]
