@@ -1,7 +1,10 @@
 """Write-path throughput: asanoha's service-layer create against raw psycopg and the
-``eventsourcing`` Postgres recorder, with 1 and 8 threads, in one run on one database.
+``eventsourcing`` Postgres recorder, with 1 and 8 threads, in one run on one database; and
+the same create with an idempotency key and a rate limit (counted in Redis) against it
+without.
 
     .venv/bin/python bench/write_path.py [--seconds 3 | --writes N] [--database-url URL]
+                                         [--redis-url redis://127.0.0.1:6379/0]
 
 Each measurement starts with a warm-up (pools filled, statements prepared). The database is
 created for the run and dropped at the end, also when the run fails.
@@ -41,11 +44,22 @@ from _common import (
     write_raw,
 )
 from _results import Figure, at_least, safe_ratio, write_figures
-from asanoha import App, Settings
+from asanoha import App, SessionUser, Settings
 
 THREAD_COUNTS = (1, 8)
 RAW_TARGET = 0.6
 RAW_TARGET_ONE_THREAD = 0.75
+#: A write with an idempotency key and a rate limit, against the same write without.
+KEYED_TARGET = 0.8
+KEYED = "asanoha service, idempotency key + rate limit"
+LIMITED = "asanoha service, rate limit"
+#: A limit per user that the bench's callers stay under (each of CALLERS users calls a few
+#: times a minute): it measures the counting, not refusals. Realistic limits keep a short
+#: window per key; one caller at a huge limit would make Redis keep every call of a minute.
+BENCH_RATE = "600/minute"
+CALLERS = [
+    SessionUser.of(f"bench-user-{n}", USER.tenant_id, list(USER.roles)) for n in range(10_000)
+]
 WRITES_BEFORE_TRACE = 10
 
 
@@ -61,12 +75,27 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.callback(app.close)
         app.create_schema()
+        # The same application with a rate limit on every handler (the default setting: the
+        # same check a declared RateLimit gets), under keys of this run alone.
+        keyed_app = App(
+            features=[bench_feature()],
+            settings=Settings(
+                database_url=url,
+                database_pool_size=max(THREAD_COUNTS),
+                rate_limit_url=args.redis_url,
+                rate_limit_default=BENCH_RATE,
+                queue_prefix=f"asanoha-bench-{uuid.uuid4().hex[:12]}",
+            ),
+        )
+        stack.callback(keyed_app.close)
         create_raw_tables(url)
         amount = f"{args.writes} writes" if args.writes else f"{args.seconds:g} s"
         print(f"write path, {amount} per measurement; {describe_setup(url)}")
         targets: dict[str, WorkerFactory] = {
             "asanoha service": lambda: asanoha_worker(app),
             "raw psycopg": lambda: raw_worker(url),
+            KEYED: lambda: keyed_worker(keyed_app),
+            LIMITED: lambda: limited_worker(keyed_app),
         }
         recorders = stack.enter_context(eventsourcing_recorders(url, max(THREAD_COUNTS), notes))
         targets.update(recorders)
@@ -82,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  round {round_}  {name:<36}{threads} thread(s) {result.rate:8.0f}/s")
         trips = {
             "asanoha service": trace_asanoha(url),
+            KEYED: trace_asanoha(url, keyed=True),
             "raw psycopg": trace_raw(url),
         }
     print_report(results, trips, notes)
@@ -99,6 +129,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--database-url",
         default=ADMIN_URL,
         help="admin URL used to create and drop the bench database",
+    )
+    parser.add_argument(
+        "--redis-url", default="redis://127.0.0.1:6379/0", help="where rate limits are counted"
     )
     parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
     return parser.parse_args(argv)
@@ -121,6 +154,27 @@ def asanoha_worker(app: App) -> Iterator[Work]:
     """One create through the service layer: the path HTTP, jobs and consumers take."""
     dispatch = app.service.dispatch_write
     yield lambda n: dispatch(CREATE_QN, note_payload(n), USER)
+
+
+@contextmanager
+def keyed_worker(app: App) -> Iterator[Work]:
+    """The same create with a fresh idempotency key (a first write, stored with its outcome)
+    through a handler with a rate limit (one count in Redis per call)."""
+    dispatch = app.service.dispatch_write
+    run = uuid.uuid4().hex
+
+    def work(n: int) -> object:
+        caller = CALLERS[n % len(CALLERS)]
+        return dispatch(CREATE_QN, note_payload(n), caller, idempotency_key=f"{run}-{n}")
+
+    yield work
+
+
+@contextmanager
+def limited_worker(app: App) -> Iterator[Work]:
+    """The same create through a handler with a rate limit, without an idempotency key."""
+    dispatch = app.service.dispatch_write
+    yield lambda n: dispatch(CREATE_QN, note_payload(n), CALLERS[n % len(CALLERS)])
 
 
 @contextmanager
@@ -185,18 +239,23 @@ def eventsourcing_recorders(
 # -- round trips per write ------------------------------------------------------------------
 
 
-def trace_asanoha(url: str) -> list[str]:
-    """The round trips of one service-layer create, from a libpq protocol trace."""
+def trace_asanoha(url: str, *, keyed: bool = False) -> list[str]:
+    """The round trips of one service-layer create, from a libpq protocol trace (``keyed``:
+    with an idempotency key; the rate limit's Redis call is not in a Postgres trace)."""
     app = App(features=[bench_feature()], settings=Settings(database_url=url, database_pool_size=1))
+    run = uuid.uuid4().hex
+
+    def write(n: int) -> object:
+        key = f"{run}-{n}" if keyed else None
+        return app.service.dispatch_write(CREATE_QN, note_payload(n), USER, idempotency_key=key)
+
     try:
-        app.service.dispatch_write(CREATE_QN, note_payload(0), USER)
+        write(-1)
         # A pool of one: the connection traced here is the one every later write checks out.
         pooled = app.database.engine.raw_connection()
         driver: psycopg.Connection[Any] = pooled.driver_connection  # type: ignore[assignment]
         pooled.close()
-        return trace_last_write(
-            driver, lambda n: app.service.dispatch_write(CREATE_QN, note_payload(n), USER)
-        )
+        return trace_last_write(driver, write)
     finally:
         app.close()
 
@@ -301,6 +360,19 @@ def print_report(
             rate("raw psycopg", threads),
             f">= {RAW_TARGET_ONE_THREAD if threads == 1 else RAW_TARGET}",
         )
+    for threads in THREAD_COUNTS:
+        ratio(
+            f"with idempotency key + rate limit / without, {threads} thread(s)",
+            rate(KEYED, threads),
+            rate("asanoha service", threads),
+            f">= {KEYED_TARGET}",
+        )
+        ratio(
+            f"with rate limit only / without, {threads} thread(s)",
+            rate(LIMITED, threads),
+            rate("asanoha service", threads),
+            "(context)",
+        )
     most = max(THREAD_COUNTS)
     ratio(
         f"asanoha / eventsourcing application rec., {most} threads",
@@ -361,6 +433,34 @@ def figures_of(results: dict[tuple[str, int], Throughput]) -> list[Figure]:
                 ),
             )
         )
+    extras = [
+        (KEYED, "create with idempotency key and rate limit", KEYED_TARGET),
+        (LIMITED, "create with rate limit only", None),
+    ]
+    for name, label, bound in extras:
+        for threads in THREAD_COUNTS:
+            ours, plain = results.get((name, threads)), results.get((mine, threads))
+            if ours is None or plain is None:
+                continue
+            ratio = safe_ratio(ours.rate, plain.rate)
+            figures.append(
+                Figure(
+                    benchmark="write_path",
+                    name=f"{label}, {threads} thread(s)",
+                    value=round(ours.rate),
+                    unit="writes/s",
+                    peer="the same create without",
+                    peer_value=round(plain.rate),
+                    ratio_label="with / without",
+                    ratio=ratio,
+                    target=f">= {bound}" if bound is not None else "(context)",
+                    target_met=at_least(ratio, bound) if bound is not None else None,
+                    note=(
+                        f"CPU {ours.cpu_ms_per_call:.2f} vs {plain.cpu_ms_per_call:.2f} ms per "
+                        f"write in this process ({threads} thread(s))"
+                    ),
+                )
+            )
     return figures
 
 
