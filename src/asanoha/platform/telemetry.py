@@ -141,6 +141,14 @@ def use_tracer_provider(
 def disable() -> None:
     """Turn tracing off again (spans already made stay with their provider)."""
     global _tracing, _trace_sql
+    if _sql_engines:
+        from sqlalchemy import event
+
+        for engine in _sql_engines:
+            event.remove(engine, "before_cursor_execute", _before_statement)
+            event.remove(engine, "after_cursor_execute", _after_statement)
+            event.remove(engine, "handle_error", _failed_statement)
+        _sql_engines.clear()
     _tracing = None
     _trace_sql = False
 
@@ -162,12 +170,57 @@ def flush() -> None:
 
 
 def instrument_engine(engine: Engine) -> None:
-    """Spans for the statements of ``engine``, when tracing and SQL tracing are on."""
-    if _tracing is None or not _trace_sql:
-        return
-    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+    """Spans for the statements of ``engine``, when tracing and SQL tracing are on: the
+    statement's text (with its placeholders), never its parameters.
 
-    SQLAlchemyInstrumentor().instrument(engine=engine, tracer_provider=_tracing.provider)
+    Listeners of the platform's own rather than opentelemetry-instrumentation-sqlalchemy,
+    which does not support SQLAlchemy 2.1 (it fails statements that run without an execution
+    context)."""
+    if _tracing is None or not _trace_sql or engine in _sql_engines:
+        return
+    from sqlalchemy import event
+
+    event.listen(engine, "before_cursor_execute", _before_statement)
+    event.listen(engine, "after_cursor_execute", _after_statement)
+    event.listen(engine, "handle_error", _failed_statement)
+    _sql_engines.append(engine)
+
+
+#: Engines whose statements get spans (``disable`` takes the listeners off again).
+_sql_engines: list[Engine] = []
+#: Where a connection keeps the spans of its statements still running.
+_SQL_SPANS = "asanoha_sql_spans"
+
+
+def _before_statement(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+    if _tracing is None:
+        return
+    from opentelemetry.trace import SpanKind
+
+    operation = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else "SQL"
+    span = _tracing.tracer.start_span(
+        operation,
+        kind=SpanKind.CLIENT,
+        attributes={"db.system": conn.dialect.name, "db.statement": statement},
+    )
+    conn.info.setdefault(_SQL_SPANS, []).append(span)
+
+
+def _after_statement(conn: Any, *_: Any) -> None:
+    spans = conn.info.get(_SQL_SPANS)
+    if spans:
+        spans.pop().end()
+
+
+def _failed_statement(context: Any) -> None:
+    conn = context.connection
+    spans = conn.info.get(_SQL_SPANS) if conn is not None else None
+    if spans:
+        from opentelemetry.trace import Status, StatusCode
+
+        span = spans.pop()
+        span.set_status(Status(StatusCode.ERROR, type(context.original_exception).__name__))
+        span.end()
 
 
 # -- context --------------------------------------------------------------------------------

@@ -142,3 +142,28 @@ def test_without_a_tracer_provider_no_job_row_or_event_carries_a_traceparent(asa
         metadata = [row.metadata for row in conn.execute(stack.tables.events.select())]
     assert headers and metadata
     assert all("traceparent" not in found for found in headers + metadata)
+
+
+def test_with_sql_tracing_each_statement_of_a_write_is_a_span_without_its_values(asanoha_stack):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    stack = asanoha_stack([shop([], [])])
+    telemetry.use_tracer_provider(provider, engines=[stack.db.engine], trace_sql=True)
+    try:
+        stack.service.dispatch_write("shop:write:note:create", {"text": SECRET}, EDITOR)
+    finally:
+        telemetry.disable()
+    found = list(exporter.get_finished_spans())
+    (write,) = named(found, "asanoha.write shop:write:note:create")
+    statements = [
+        span
+        for span in found
+        if "db.statement" in (span.attributes or {})
+        and span.parent is not None
+        and span.context.trace_id == write.context.trace_id
+    ]
+    assert any("INSERT INTO notes" in str((s.attributes or {})["db.statement"]) for s in statements)
+    for span in found:
+        for value in (span.attributes or {}).values():
+            assert SECRET not in str(value)
