@@ -122,6 +122,15 @@ def peek_note(payload: Look, ctx: Any) -> Any:
     return ctx.entity("note").detail(payload.id)
 
 
+note_flagged = owned.event("note-flagged")
+
+
+@owned.write_handler("flag-note", access=Access(roles=["Staff"]))
+def flag_note(payload: Look, ctx: Any) -> Any:
+    """A domain event on the note's stream: the owner rule holds for it too."""
+    return ctx.append_event(note_flagged, {"flag": True}, stream_id=payload.id).version
+
+
 @owned.write_handler("touch-note", access=Access(roles=["Staff"]))
 def touch_note(payload: Look, ctx: Any) -> Any:
     """A write whose result (the row as the caller sees it) its job gets as trigger.result."""

@@ -209,3 +209,14 @@ def test_an_agents_approval_request_tells_nothing_of_a_row_it_does_not_own(
     # Alice reads body but not secret (HR only): its old text is not shown to her agent.
     assert old == {"body": "old body", "secret": None}
     assert "old secret" not in str(details)
+
+
+def test_a_domain_event_on_another_callers_row_answers_404_and_writes_nothing(
+    stack: Stack,
+) -> None:
+    row = _alices_note(stack)
+    with stack.nothing_written():
+        refused = stack.http.write_err("owned:write:flag-note", {"id": row["id"]}, BOB)
+    assert (refused.http_status, refused.reason) == (404, "entity_not_found")
+    assert stack.http.write_ok("owned:write:flag-note", {"id": row["id"]}, ALICE) == 2
+    assert stack.http.write_ok("owned:write:flag-note", {"id": row["id"]}, AUDITOR) == 3

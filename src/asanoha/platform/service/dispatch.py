@@ -41,7 +41,14 @@ from asanoha.platform.model import (
     resolve_agent_exposure,
     to_kebab,
 )
-from asanoha.platform.service import gates, idempotency, job_concurrency, job_pauses, outbox
+from asanoha.platform.service import (
+    gates,
+    idempotency,
+    job_concurrency,
+    job_pauses,
+    outbox,
+    ownership,
+)
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payload_digest
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
@@ -618,6 +625,9 @@ class Service:
             # writers of the stream queue instead of deadlocking.
             stream_type = entity_def.key
             locked = lock_entity_row(conn, self.tables, entity_def, user.tenant_id, stream_id)
+            ownership.check_stream_owned(
+                conn, self.tables, self.owner_rules, entity_def, user, stream_id
+            )
             if expected is None and locked is not None:
                 expected = locked
         if expected is None:

@@ -9,7 +9,8 @@ Jobs and consumers act as the tenant's system user, which passes only where ``sy
 one of ``bypass_roles``.
 
 Another's row is answered as a missing one (404 ``entity_not_found``): a refusal that said
-"not yours" would disclose that the row exists. A confined caller may set an owner field only
+"not yours" would disclose that the row exists; a domain event on another's row stream
+(``ctx.append_event``) answers the same. A confined caller may set an owner field only
 to its own user id (403 ``owner_field_write_denied``): it neither makes rows for another nor
 hands its own over; a create that leaves the field out has it filled in with the caller's id.
 Anonymous callers share one id, so an anonymous caller owns no row.
@@ -22,11 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Select, Table, false
+from sqlalchemy import Connection, Select, Table, false, select
 
-from asanoha.platform.errors import AccessDeniedError, Reasons
+from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
 from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.access import OwnerCheck
+from asanoha.platform.store import Tables
 
 #: Which rule of the entity applies: its standard reads' or its standard writes'.
 Reach = Literal["read", "write"]
@@ -159,3 +161,30 @@ def check_owner_kept(
             verb=verb,
             fields=[name],
         )
+
+
+def check_stream_owned(
+    conn: Connection,
+    tables: Tables,
+    rules: OwnerRules,
+    entity_def: EntityDef,
+    user: SessionUser,
+    stream_id: str,
+) -> None:
+    """Refuse, as a missing row, a domain event on the stream of a row ``user`` may not
+    change (a row gone from its table has no owner to ask: refused too)."""
+    rule = rules.rule(entity_def, "write", user)
+    if rule is None:
+        return
+    table = tables.entity(entity_def.key)
+    found = None
+    try:
+        row_id = uuid.UUID(stream_id)
+    except ValueError:
+        row_id = None
+    if row_id is not None:
+        query = select(table).where(table.c.tenant_id == user.tenant_id, table.c.id == row_id)
+        query = owned_rows(query, table, entity_def, rule, user)
+        found = conn.execute(query).mappings().first()
+    if found is None or not owned(rule, dict(found), user):
+        raise NotFoundError(Reasons.ENTITY_NOT_FOUND, entity=entity_def.key, id=stream_id)
