@@ -16,6 +16,7 @@ from asanoha.cli.embedded import uses_embedded_broker
 from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.errors import AsanohaError, ValidationError
 from asanoha.platform.service.job_operations import (
+    JobRun,
     list_failed_jobs,
     list_job_runs,
     list_pending_jobs,
@@ -38,13 +39,26 @@ def runs(
     failed: Annotated[bool, typer.Option(help="Only attempts that failed for good.")] = False,
     limit: LimitOption = 20,
     as_json: JsonOption = False,
+    logs: Annotated[
+        str | None,
+        typer.Option(
+            metavar="JOB_ID",
+            help="Every attempt of this job (its row id) with the lines it logged (ctx.log).",
+        ),
+    ] = None,
 ) -> None:
     """The newest job attempts: job, task id, attempt, status, start, end, error."""
+    job_id = None if logs is None else _job_id(logs)
     loaded = load_app(app)
     with loaded.database.connect() as conn:
-        found = list_job_runs(conn, loaded.service.tables, limit=limit, failed_only=failed)
+        found = list_job_runs(
+            conn, loaded.service.tables, limit=limit, failed_only=failed, job_id=job_id
+        )
     if as_json:
         print_json({"runs": [dataclasses.asdict(run) for run in found]})
+        return
+    if job_id is not None:
+        _print_logs(job_id, found)
         return
     print_table(
         ("job", "task", "attempt", "status", "started", "finished", "error"),
@@ -62,6 +76,22 @@ def runs(
         ),
         no_wrap=("task",),
     )
+
+
+def _print_logs(job_id: uuid.UUID, found: list[JobRun]) -> None:
+    """Each attempt of one job, oldest first, with what it logged."""
+    if not found:
+        typer.echo(f"no attempt of job {job_id} has ended yet")
+        return
+    for run in reversed(found):
+        typer.echo(
+            f"{run.job_qn} {run.task_id} attempt {run.attempt}: {run.status} "
+            f"({_when(run.started_at)} - {_when(run.finished_at)})"
+        )
+        if run.error:
+            typer.echo(f"  error: {_first_line(run.error)}")
+        for line in (run.logs or "(nothing logged)").splitlines():
+            typer.echo(f"  {line}")
 
 
 @jobs.command()

@@ -42,6 +42,8 @@ class RecentRuns(BaseModel):
 
     limit: int = Field(default=20, ge=1, le=500)
     failed_only: bool = False
+    #: Only the attempts of this job row.
+    id: uuid.UUID | None = None
 
 
 class RecentFailures(BaseModel):
@@ -240,7 +242,10 @@ def resume(payload: PauseTarget, ctx: WriteContext) -> dict[str, Any]:
 @feature.query_handler(
     "runs",
     access=SYSTEM_ADMINS,
-    description="The newest job attempts of this tenant: job, task id, attempt, status, error.",
+    description=(
+        "The newest job attempts of this tenant (or of one job, by id): job, task id, "
+        "attempt, status, error and the lines the attempt logged."
+    ),
 )
 def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
     """The newest ended attempts of the caller's tenant."""
@@ -250,6 +255,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
         limit=payload.limit,
         failed_only=payload.failed_only,
         tenant_id=ctx.tenant_id,
+        job_id=payload.id,
     )
     return [
         {
@@ -260,6 +266,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
             "error": run.error,
             "started_at": _iso(run.started_at),
             "finished_at": _iso(run.finished_at),
+            "logs": run.logs,
         }
         for run in found
     ]

@@ -130,7 +130,7 @@ class AttemptRunner:
         try:
             returned = self._call(job, claim.payload, ctx)
         except JobCancelled as exc:
-            end = AttemptEnd("cancelled", CANCELLED, describe_error(exc))
+            end = AttemptEnd("cancelled", CANCELLED, describe_error(exc), logs=ctx.log.kept())
             self._end(job, row_id, meta.tenant_id, attempt, claim, end)
             log.info("%s %s attempt %d: cancelled", job.qn, row_id, attempt)
             return
@@ -142,10 +142,11 @@ class AttemptRunner:
         if isinstance(returned, Snooze):
             self._schedule_next(
                 job, row_id, meta.tenant_id, attempt, claim, None, returned.seconds,
-                status="snoozed",
+                status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
-        self._end(job, row_id, meta.tenant_id, attempt, claim, AttemptEnd("succeeded", SUCCEEDED))
+        end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
+        self._end(job, row_id, meta.tenant_id, attempt, claim, end)
 
     def _call(self, job: JobDef, payload: dict[str, Any], ctx: JobContext) -> Any:
         # A fresh context: nothing a previous task on this thread left in a ContextVar leaks in.
@@ -169,11 +170,14 @@ class AttemptRunner:
         """End a failed attempt: a retry on the row, or the job's failure. Raises ``Retry``
         for a retry so Flower shows the attempt as retried."""
         error = describe_error(exc)
+        logs = ctx.log.kept()
         if ctx.final_attempt or not is_retryable(job, exc):
-            end = AttemptEnd("failed", FAILED, error)
+            end = AttemptEnd("failed", FAILED, error, logs=logs)
             self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
             return
-        countdown = self._schedule_retry(job, row_id, ctx.tenant_id, ctx.attempt, claim, error)
+        countdown = self._schedule_retry(
+            job, row_id, ctx.tenant_id, ctx.attempt, claim, error, logs=logs
+        )
         raise Retry(exc=exc, when=countdown) from exc
 
     def _judge_running(
@@ -314,13 +318,14 @@ class AttemptRunner:
         *,
         status: Literal["retrying", "crashed"] = "retrying",
         give_back: bool = True,
+        logs: str | None = None,
     ) -> float:
         """Write the next attempt onto the row, then publish it when the broker may hold its
         countdown; a failed publish leaves it due for the relay. Returns the countdown."""
         countdown = retry_countdown(job, attempt)
         return self._schedule_next(
             job, row_id, tenant_id, attempt, claim, error, countdown,
-            status=status, give_back=give_back,
+            status=status, give_back=give_back, logs=logs,
         )  # fmt: skip
 
     def _schedule_next(
@@ -335,6 +340,7 @@ class AttemptRunner:
         *,
         status: RunStatus,
         give_back: bool = True,
+        logs: str | None = None,
     ) -> float:
         """End ``attempt`` with the row pending for a delivery after ``countdown`` seconds:
         the next attempt (a retry), or the same attempt again (``snoozed``: not spent)."""
@@ -346,7 +352,13 @@ class AttemptRunner:
         relay_after = not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
         spent = status != "snoozed"
         end = AttemptEnd(
-            status, PENDING, error, not_before=not_before, relay_after=relay_after, spent=spent
+            status,
+            PENDING,
+            error,
+            not_before=not_before,
+            relay_after=relay_after,
+            spent=spent,
+            logs=logs,
         )
         if not self._end(job, row_id, tenant_id, attempt, claim, end, give_back=give_back):
             return countdown  # another delivery ended this attempt and scheduled the next

@@ -14,6 +14,7 @@ from asanoha.platform.service import RequestMeta, Service, WriteOrigin
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
 from asanoha.platform.store import StoredEvent, read_event
+from asanoha.workers.attempt_logs import AttemptLog
 
 
 class MissingTenantError(ValueError):
@@ -117,7 +118,9 @@ class JobContext:
         #: What enqueued the job (``ctx.trigger.result``: the triggering write's result).
         self.trigger = JobTrigger(meta.trigger_name, trigger_result, meta.trigger_result_refused)
         self.system_user = SessionUser.system(meta.tenant_id)
-        self.log = logging.LoggerAdapter(
+        #: Logs as the logger ``asanoha.job.<qn>``; its lines at INFO and above are kept
+        #: with the attempt's run row.
+        self.log = AttemptLog(
             logging.getLogger(f"asanoha.job.{job.qn}"),
             {"job": job.qn, "task_id": task_id, "attempt": self.attempt},
         )

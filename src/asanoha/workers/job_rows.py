@@ -146,6 +146,8 @@ class AttemptEnd:
     relay_after: dt.datetime | None = None
     #: A snooze: the attempt is not spent, the next delivery runs the same attempt again.
     spent: bool = True
+    #: What the attempt logged through ``ctx.log``, for its run row (see ``attempt_logs``).
+    logs: str | None = None
 
     def row_attempt(self, attempt: int) -> int:
         """The attempt the row records after this end of ``attempt``."""
@@ -521,6 +523,7 @@ class JobRows:
                     "error": end.error,
                     "started_at": claim.started_at,
                     "finished_at": finished,
+                    "logs": end.logs,
                 },
             )
         return bool(ended)

@@ -82,8 +82,9 @@ class PostgresJobRows(JobRows):
             f"again AS (SELECT 1 FROM {outbox} WHERE id = %(id)s AND state <> '{RUNNING}' "
             "AND attempt = %(row_attempt)s AND claim_token = %(token)s), "
             f"recorded AS (INSERT INTO {runs} (job_qn, task_id, tenant_id, attempt, status, "
-            "error, started_at, finished_at) SELECT %(job_qn)s, %(task_id)s, %(tenant_id)s, "
-            "%(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s "
+            "error, started_at, finished_at, logs) SELECT %(job_qn)s, %(task_id)s, "
+            "%(tenant_id)s, %(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s, "
+            "%(logs)s "
             "WHERE NOT EXISTS (SELECT 1 FROM again)) "
             "SELECT (SELECT count(*) FROM ended) + (SELECT count(*) FROM again)"
         )
@@ -178,6 +179,7 @@ class PostgresJobRows(JobRows):
             "relay_after": end.relay_after or next_time,
             "token": claim.token,
             "held": claim.held_token,
+            "logs": end.logs,
         }
 
         def run(cursor: Any) -> bool:

@@ -3,6 +3,7 @@ refused, exit 1); run a job by hand, its payload validated against the job's sch
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Any
@@ -149,3 +150,38 @@ def test_every_manual_path_validates_the_payload_with_field_errors(reports):
     with pytest.raises(JobFailedError, match="ValidationError"):
         stack.drain()
     assert seen == [{"month": "2026-06", "copies": 1}]
+
+
+def test_pause_and_resume_a_job_and_list_the_pauses(stack):
+    paused = jobs("pause", NOTE)
+    assert paused.exit_code == 0, paused.output
+    assert f"{NOTE}: paused" in paused.output
+    assert f"{NOTE}: was paused" in jobs("pause", NOTE).output
+    listed = jobs("pauses", "--json")
+    assert [p["target"] for p in json.loads(listed.output)["pauses"]] == [NOTE]
+    stack.app.jobs.run(NOTE)
+    resumed = jobs("resume", NOTE)
+    assert resumed.exit_code == 0, resumed.output
+    assert f"{NOTE}: resumed; 1 waiting job(s) due now" in resumed.output
+    assert f"{NOTE}: was not paused" in jobs("resume", NOTE).output
+    with stack.nothing_written():
+        unknown = jobs("pause", "clijobs:job:nope")
+    assert unknown.exit_code == 1
+    assert "no job or lane 'clijobs:job:nope'" in unknown.output
+
+
+def test_runs_logs_shows_each_attempt_with_its_lines(asanoha_stack, monkeypatch):
+    chatty = Feature("clilogs")
+
+    @chatty.job("talk", manual=True)
+    def talk(payload: dict[str, Any], ctx: Any) -> None:
+        ctx.log.info("hello %s", payload["to"])
+
+    made = asanoha_stack(features=[chatty], jobs=True)
+    monkeypatch.setattr(sys.modules[__name__], "APP", made.app)
+    job_id = made.dispatch_job("clilogs:job:talk", {"to": "ops"})
+    made.drain()
+    shown = jobs("runs", "--logs", str(job_id))
+    assert shown.exit_code == 0, shown.output
+    assert f"clilogs:job:talk {job_id} attempt 1: succeeded" in shown.output
+    assert "  INFO hello ops" in shown.output

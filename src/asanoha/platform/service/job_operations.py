@@ -58,6 +58,8 @@ class JobRun:
     error: str | None
     started_at: dt.datetime
     finished_at: dt.datetime | None
+    #: What the attempt logged through ``ctx.log`` (INFO and above, bounded).
+    logs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -218,10 +220,14 @@ def list_job_runs(
     limit: int,
     failed_only: bool = False,
     tenant_id: str | None = None,
+    job_id: uuid.UUID | None = None,
 ) -> list[JobRun]:
-    """The newest ended attempts first; ``failed_only``: attempts that failed for good."""
+    """The newest ended attempts first; ``failed_only``: attempts that failed for good;
+    ``job_id``: the attempts of that job row only."""
     runs = tables.job_runs
     query = select(runs).order_by(runs.c.id.desc()).limit(limit)
+    if job_id is not None:
+        query = query.where(runs.c.task_id == str(job_id))
     if failed_only:
         query = query.where(runs.c.status == FAILED)
     if tenant_id is not None:
@@ -236,6 +242,7 @@ def list_job_runs(
             row.error,
             row.started_at,
             row.finished_at,
+            row.logs,
         )
         for row in conn.execute(query)
     ]

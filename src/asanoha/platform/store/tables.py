@@ -239,6 +239,8 @@ def build_tables(registry: Registry) -> Tables:
         Column("error", Text, nullable=True),
         Column("started_at", Timestamp, nullable=False),
         Column("finished_at", Timestamp, nullable=True),
+        # What the attempt logged through ``ctx.log`` (INFO and above, bounded).
+        Column("logs", Text, nullable=True),
         Index("ix_asanoha_job_runs_task", "task_id", "attempt"),
         Index("ix_asanoha_job_runs_finished", "finished_at"),
         # Ids are never reused, also on SQLite once the prune emptied the table: drain()
