@@ -231,9 +231,17 @@ def trace_headers() -> dict[str, str]:
     metadata; empty while tracing is off or no span is current."""
     if _tracing is None:
         return {}
-    carrier: dict[str, str] = {}
-    _tracing.propagator.inject(carrier)
-    return {TRACEPARENT: carrier[TRACEPARENT]} if TRACEPARENT in carrier else {}
+    from opentelemetry import trace
+
+    # Written here rather than by the propagator's inject: this runs for every job row and
+    # event, and the W3C format is fixed (the trace state is not carried).
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return {}
+    return {
+        TRACEPARENT: f"00-{context.trace_id:032x}-{context.span_id:016x}-"
+        f"{int(context.trace_flags):02x}"
+    }
 
 
 def current_ids() -> tuple[str, str] | None:
@@ -286,6 +294,9 @@ NOOP = Span()
 
 
 class _Recording(Span):
+    """A span of the SDK, made current while the block runs. Attributes set during the block
+    are kept and given to the span once, as it ends (one lock instead of one per value)."""
+
     def __init__(
         self,
         name: str,
@@ -299,14 +310,17 @@ class _Recording(Span):
             f"asanoha.{key}": value for key, value in attributes.items() if value is not None
         }
         self._parent = parent
-        self._links = list(links)
-        self._outcome: tuple[str, str | None] | None = None
-        self._manager: Any = None
+        self._links = links
+        self._later: dict[str, str | int | bool] = {}
+        self._failed: str | None = None
+        self._token: Any = None
         self.span: Any = None
 
     def __enter__(self) -> Span:
+        from opentelemetry import context, trace
+
         assert _tracing is not None
-        self._manager = _tracing.tracer.start_as_current_span(
+        self.span = _tracing.tracer.start_span(
             self._name,
             context=self._parent,
             attributes=self._attributes,
@@ -314,7 +328,7 @@ class _Recording(Span):
             record_exception=False,
             set_status_on_exception=False,
         )
-        self.span = self._manager.__enter__()
+        self._token = context.attach(trace.set_span_in_context(self.span, self._parent))
         return self
 
     def __exit__(
@@ -323,25 +337,27 @@ class _Recording(Span):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._outcome is None:
-            if error is None:
-                self.outcome("ok")
-            else:
-                self.outcome(*outcome_of(error))
-        self._manager.__exit__(kind, error, traceback)
+        from opentelemetry import context
+
+        if "asanoha.outcome" not in self._later:
+            self.outcome(*(("ok", None) if error is None else outcome_of(error)))
+        context.detach(self._token)
+        self.span.set_attributes(self._later)
+        if self._failed is not None:
+            from opentelemetry.trace import Status, StatusCode
+
+            self.span.set_status(Status(StatusCode.ERROR, self._failed))
+        self.span.end()
 
     def set(self, name: str, value: str | int | bool | None) -> None:
-        if value is not None and self.span is not None:
-            self.span.set_attribute(f"asanoha.{name}", value)
+        if value is not None:
+            self._later[f"asanoha.{name}"] = value
 
     def outcome(self, outcome: str, reason: str | None = None) -> None:
-        from opentelemetry.trace import Status, StatusCode
-
-        self._outcome = (outcome, reason)
         self.set("outcome", outcome)
         self.set("reason", reason)
         if outcome == "failed":
-            self.span.set_status(Status(StatusCode.ERROR, reason))
+            self._failed = reason or "failed"
 
 
 def outcome_of(error: BaseException) -> tuple[str, str]:
@@ -360,18 +376,16 @@ def dispatch_span(kind: str, qn: str, tenant: str) -> Span:
     """The span of a top-level ``dispatch_write`` / ``dispatch_query`` of handler ``qn``."""
     if _tracing is None:
         return NOOP
-    return _Recording(f"asanoha.{kind} {qn}", {"handler": qn, "tenant": tenant, "kind": kind})
+    return _Recording(f"asanoha.{kind} {qn}", {"handler": qn, "tenant": tenant})
 
 
-def event_span(event_type: str, stream_id: str, stream_type: str, tenant: str) -> Span:
+def event_span(event_type: str, stream_id: str) -> Span:
     """The span of one event append; its position is set once the row is in."""
     if _tracing is None:
         return NOOP
     return _Recording(
-        f"asanoha.event {event_type}",
-        {"event.type": event_type, "stream": stream_id, "stream.type": stream_type,
-         "tenant": tenant},
-    )  # fmt: skip
+        f"asanoha.event {event_type}", {"event.type": event_type, "stream": stream_id}
+    )
 
 
 def job_attempt_span(

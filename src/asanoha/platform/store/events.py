@@ -74,7 +74,7 @@ def append_event(
         "created_at": now,
         "created_by": created_by,
     }
-    with telemetry.event_span(type, stream_id, stream_type, tenant_id) as span:
+    with telemetry.event_span(type, stream_id) as span:
         event_id = backend.insert_unless_exists(conn, tables.events, row)
         if event_id is None:
             raise VersionConflictError(
@@ -83,7 +83,6 @@ def append_event(
                 current_version=stream_version(conn, tables, tenant_id, stream_id),
             )
         span.set("event.position", int(event_id))
-        span.set("stream.version", expected_version + 1)
     return StoredEvent(id=int(event_id), **row)  # type: ignore[arg-type]
 
 
