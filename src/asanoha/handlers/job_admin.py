@@ -17,10 +17,20 @@ from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
 from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
-from asanoha.platform.model import Access, Agent, Feature
+from asanoha.platform.model import Access, Agent, Feature, Registry
 from asanoha.platform.service import QueryContext, WriteContext
-from asanoha.platform.service.handler_context import platform_jobs, platform_request
-from asanoha.platform.service.job_operations import list_failed_jobs, list_job_runs
+from asanoha.platform.service.handler_context import (
+    platform_jobs,
+    platform_registry,
+    platform_request,
+)
+from asanoha.platform.service.job_operations import (
+    count_jobs_by_state,
+    job_throughput,
+    list_failed_jobs,
+    list_job_runs,
+    list_jobs,
+)
 from asanoha.platform.store import platform_tables
 
 #: System administrators only: a retry runs a job's effects again.
@@ -296,3 +306,90 @@ def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
 
 def _iso(moment: dt.datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
+
+
+class JobFilter(BaseModel):
+    """Which job rows: in a state, of a job, or one row by id; the newest first."""
+
+    state: str | None = Field(default=None, max_length=16)
+    job: str | None = Field(default=None, max_length=200)
+    id: uuid.UUID | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class SummaryWindow(BaseModel):
+    """How many minutes of throughput, up to now."""
+
+    minutes: int = Field(default=60, ge=1, le=24 * 60)
+
+
+@feature.query_handler(
+    "jobs",
+    access=SYSTEM_ADMINS,
+    description=(
+        "Job rows of this tenant in any state, newest first, filtered by state, job or id: "
+        "state, attempt, not_before and last error."
+    ),
+)
+def jobs(payload: JobFilter, ctx: QueryContext) -> list[dict[str, Any]]:
+    """The job rows of the caller's tenant that match the filter."""
+    found = list_jobs(
+        platform_request(ctx).conn,
+        platform_tables(),
+        limit=payload.limit,
+        tenant_id=ctx.tenant_id,
+        state=payload.state,
+        job_qn=payload.job,
+        job_id=payload.id,
+    )
+    return [
+        {
+            "id": str(row.id),
+            "job": row.job_qn,
+            "tenant": row.tenant_id,
+            "state": row.state,
+            "attempt": row.attempt,
+            "not_before": _iso(row.not_before),
+            "created_at": _iso(row.created_at),
+            "finished_at": _iso(row.finished_at),
+            "last_error": row.last_error,
+        }
+        for row in found
+    ]
+
+
+@feature.query_handler(
+    "summary",
+    access=SYSTEM_ADMINS,
+    description=(
+        "This tenant's job rows counted by job, lane and state, and the attempts that "
+        "succeeded or failed in each minute of the last hour (or ``minutes``)."
+    ),
+)
+def summary(payload: SummaryWindow, ctx: QueryContext) -> dict[str, Any]:
+    """Counts by job, lane and state, and throughput per minute, of the caller's tenant."""
+    conn, tables = platform_request(ctx).conn, platform_tables()
+    registry = platform_registry(ctx)
+    counts = count_jobs_by_state(conn, tables, tenant_id=ctx.tenant_id)
+    throughput = job_throughput(conn, tables, minutes=payload.minutes, tenant_id=ctx.tenant_id)
+    return {
+        "counts": [
+            {
+                "job": count.job_qn,
+                "lane": _lane_of(registry, count.job_qn),
+                "state": count.state,
+                "count": count.count,
+            }
+            for count in counts
+        ],
+        "throughput": [
+            {"minute": _iso(slot.minute), "succeeded": slot.succeeded, "failed": slot.failed}
+            for slot in throughput
+        ],
+    }
+
+
+def _lane_of(registry: Registry, job_qn: str) -> str | None:
+    """The lane a job runs on; ``None`` for a job the application no longer declares."""
+    job = registry.job(job_qn)
+    return None if job is None else job.lane

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, func, insert, select, update
 
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
 from asanoha.platform.model import Registry
@@ -22,6 +22,7 @@ from asanoha.platform.service.outbox import (
     PENDING,
     RELAY_GRACE,
     RUNNING,
+    SUCCEEDED,
     OutboxMessage,
     cancel_job_row,
     prune_finished,
@@ -339,3 +340,148 @@ def _job_rows(
 def _tenant_of(headers: Any) -> str | None:
     tenant = headers.get("tenant_id") if isinstance(headers, dict) else None
     return tenant if isinstance(tenant, str) else None
+
+
+@dataclass(frozen=True)
+class JobStateCount:
+    """How many job rows of one job are in one state."""
+
+    job_qn: str
+    state: str
+    count: int
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job row as an operator lists it: where it stands and how its last attempt ended."""
+
+    id: uuid.UUID
+    job_qn: str
+    tenant_id: str | None
+    state: str
+    attempt: int
+    not_before: dt.datetime
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class MinuteThroughput:
+    """The attempts that ended in one minute: succeeded, and ended by an error."""
+
+    minute: dt.datetime
+    succeeded: int
+    failed: int
+
+
+#: Run statuses of attempts that ended by an error (the next attempt follows, or none).
+FAILED_RUN_STATUSES = (FAILED, "retrying", "crashed")
+
+
+def count_jobs_by_state(
+    conn: Connection, tables: Tables, *, tenant_id: str | None = None
+) -> list[JobStateCount]:
+    """How many job rows each job has in each state, by job QN then state."""
+    outbox = tables.outbox
+    rows = func.count().label("rows")
+    query = (
+        select(outbox.c.job_qn, outbox.c.state, rows)
+        .group_by(outbox.c.job_qn, outbox.c.state)
+        .order_by(outbox.c.job_qn, outbox.c.state)
+    )
+    if tenant_id is not None:
+        query = query.where(_tenant_is(tables, tenant_id))
+    return [JobStateCount(row.job_qn, row.state, row.rows) for row in conn.execute(query)]
+
+
+def list_jobs(
+    conn: Connection,
+    tables: Tables,
+    *,
+    limit: int,
+    tenant_id: str | None = None,
+    state: str | None = None,
+    job_qn: str | None = None,
+    job_id: uuid.UUID | None = None,
+) -> list[JobRow]:
+    """Job rows in any state, the newest first; ``state``, ``job_qn`` and ``job_id`` narrow
+    them down."""
+    outbox = tables.outbox
+    query = (
+        select(
+            outbox.c.id,
+            outbox.c.job_qn,
+            outbox.c.headers,
+            outbox.c.state,
+            outbox.c.attempt,
+            outbox.c.not_before,
+            outbox.c.created_at,
+            outbox.c.finished_at,
+            outbox.c.last_error,
+        )
+        .order_by(outbox.c.created_at.desc(), outbox.c.id.desc())
+        .limit(limit)
+    )
+    if tenant_id is not None:
+        query = query.where(_tenant_is(tables, tenant_id))
+    if state is not None:
+        query = query.where(outbox.c.state == state)
+    if job_qn is not None:
+        query = query.where(outbox.c.job_qn == job_qn)
+    if job_id is not None:
+        query = query.where(outbox.c.id == job_id)
+    return [
+        JobRow(
+            uuid.UUID(str(row.id)),
+            row.job_qn,
+            _tenant_of(row.headers),
+            row.state,
+            row.attempt,
+            row.not_before,
+            row.created_at,
+            row.finished_at,
+            row.last_error,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def job_throughput(
+    conn: Connection,
+    tables: Tables,
+    *,
+    minutes: int = 60,
+    tenant_id: str | None = None,
+    now: dt.datetime | None = None,
+) -> list[MinuteThroughput]:
+    """The attempts that ended in each of the last ``minutes`` minutes (oldest first, every
+    minute present): succeeded, and ended by an error (failed for good, retrying, crashed)."""
+    end = (now or dt.datetime.now(dt.UTC)).replace(second=0, microsecond=0)
+    start = end - dt.timedelta(minutes=minutes - 1)
+    runs = tables.job_runs
+    # Counted by minute here, not in SQL: the two databases truncate times differently.
+    query = select(runs.c.status, runs.c.finished_at).where(
+        runs.c.finished_at >= start,
+        runs.c.status.in_((SUCCEEDED, *FAILED_RUN_STATUSES)),
+    )
+    if tenant_id is not None:
+        query = query.where(runs.c.tenant_id == tenant_id)
+    succeeded = [0] * minutes
+    failed = [0] * minutes
+    for row in conn.execute(query):
+        finished = row.finished_at
+        if finished.tzinfo is None:
+            finished = finished.replace(tzinfo=dt.UTC)
+        slot = int((finished - start).total_seconds() // 60)
+        if 0 <= slot < minutes:
+            (succeeded if row.status == SUCCEEDED else failed)[slot] += 1
+    return [
+        MinuteThroughput(start + dt.timedelta(minutes=slot), succeeded[slot], failed[slot])
+        for slot in range(minutes)
+    ]
+
+
+def _tenant_is(tables: Tables, tenant_id: str) -> Any:
+    """The condition that a job row belongs to ``tenant_id`` (the tenant of its headers)."""
+    return tables.outbox.c.headers["tenant_id"].as_string() == tenant_id
