@@ -30,6 +30,11 @@ def unlimited(payload: Empty, ctx: Any) -> Any:
     return "ok"
 
 
+@defaults.query_handler("for-jobs", access=Access(roles=["Admin", "system"]))
+def for_jobs(payload: Empty, ctx: Any) -> Any:
+    return "ok"
+
+
 @defaults.query_handler("own", access=ADMIN, rate_limit=RateLimit("3/minute"))
 def own(payload: Empty, ctx: Any) -> Any:
     return "ok"

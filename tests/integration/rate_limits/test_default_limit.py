@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from asanoha import App, Settings
+from asanoha import App, SessionUser, Settings
 from asanoha.platform.errors import DefinitionError
 from asanoha.testing import Stack, TestUsers
 from asanoha.testing.plugin import StackFactory
@@ -43,7 +43,14 @@ def test_the_default_reaches_the_bundled_handlers_too(stack: Stack) -> None:
     limiter = stack.service.rate_limiter
     assert limiter is not None
     approve = stack.registry.handler("agent:write:approve")
-    assert limiter.limit_of(approve) == limiter.default
+    assert limiter.limit_of(approve, ADMIN) == limiter.default
+
+
+def test_the_default_leaves_out_the_system_user_of_jobs_and_consumers(stack: Stack) -> None:
+    system = SessionUser.system(ADMIN.tenant_id)
+    for _ in range(4):
+        assert stack.service.dispatch_query("defaults:query:for-jobs", {}, system) == "ok"
+    assert statuses(stack, "defaults:query:for-jobs", 3) == [200, 200, 429]
 
 
 def test_without_a_default_a_handler_that_declares_none_is_not_counted(

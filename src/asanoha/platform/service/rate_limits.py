@@ -19,6 +19,7 @@ from limits.strategies import MovingWindowRateLimiter
 from asanoha.platform.errors import RateLimitError, Reasons, ServiceUnavailableError
 from asanoha.platform.model import HandlerDef, SessionUser
 from asanoha.platform.model.rate_limit import RateLimit
+from asanoha.platform.model.users import SYSTEM_ROLE, SYSTEM_USER_ID
 from asanoha.platform.service.request import RequestMeta
 
 log = logging.getLogger("asanoha.service")
@@ -39,7 +40,7 @@ class RateLimiter:
     def check(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
         """Count one call of ``handler`` by ``user``; ``RateLimitError`` (429) when it is one
         too many, ``ServiceUnavailableError`` (503) when Redis does not answer."""
-        limit = self.limit_of(handler)
+        limit = self.limit_of(handler, user)
         if limit is None:
             return
         item = limit.item
@@ -66,11 +67,18 @@ class RateLimiter:
             per=limit.per,
         )
 
-    def limit_of(self, handler: HandlerDef) -> RateLimit | None:
-        """The limit counted for ``handler``: its own, else the default, unless it declared
-        ``rate_limit=None, reason=...`` (deliberately unlimited)."""
+    def limit_of(self, handler: HandlerDef, user: SessionUser) -> RateLimit | None:
+        """The limit counted for a call of ``handler`` by ``user``: its own, else the
+        default, unless it declared ``rate_limit=None, reason=...`` (deliberately unlimited).
+
+        The default leaves out the tenant's system user (jobs' and consumers' ``ctx.write``):
+        it guards a handler against its callers, and a job's fan-out of writes would fail
+        on it; a limit the handler declares counts those calls too.
+        """
         if handler.rate_limit is not None or handler.rate_limit_reason is not None:
             return handler.rate_limit
+        if user.id == SYSTEM_USER_ID and user.roles == {SYSTEM_ROLE}:
+            return None
         return self.default
 
 
