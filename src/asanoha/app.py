@@ -58,6 +58,7 @@ class App:
         settings: Settings | None = None,
         *,
         publish_jobs: bool = True,
+        tenants: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.settings = settings or Settings()
         # Every application carries agent:write:approve; its handler reaches this app's
@@ -66,6 +67,18 @@ class App:
             lambda conn, user, asked: self.service.approvals.mint(conn, user, asked)
         )
         self.registry = Registry([*features, approvals])
+        per_tenant = [job.qn for job in self.registry.jobs if job.per_tenant]
+        if per_tenant and tenants is None:
+            raise DefinitionError(
+                f"{per_tenant[0]} runs per tenant (per_tenant=True): pass "
+                "App(..., tenants=<a function returning the tenant ids>)"
+            )
+        if tenants is not None and not callable(tenants):
+            raise DefinitionError(
+                f"App(tenants=...) takes a function returning the tenant ids, not {tenants!r}"
+            )
+        #: The tenants a per-tenant cron tick fans out to (``None``: the app declares none).
+        self.tenants = tenants
         self.database = Database(
             self.settings.database_url,
             pool_size=self.settings.database_pool_size,

@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     #: The tenant that operates the whole application (its SystemAdmins restart, skip,
     #: disable and enable consumers, which every tenant shares); unset: none, only the CLI.
     operator_tenant: str | None = Field(default=None, min_length=1, max_length=64)
+    #: The deployed release: jobs declared ``run_on_boot=True`` run once per release when
+    #: workers start. Unset: the asanoha version and a digest of the application's
+    #: definitions (a deploy that changes them is a new release).
+    release: str | None = Field(default=None, min_length=1, max_length=100)
     #: Seconds between the consumer passes every worker runs as a safety net (0: none).
     consumer_tick_interval: float = 1.0
     #: After a commit that appended events a consumer follows, publish a (coalesced) task

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 import pytest
@@ -16,7 +16,8 @@ __all__ = ["StackFactory", "asanoha_drain", "asanoha_stack"]
 
 
 class StackFactory(Protocol):
-    """``asanoha_stack(features=[...], jobs=False, settings=None, database="postgres")``."""
+    """``asanoha_stack(features=[...], jobs=False, settings=None, database="postgres",
+    tenants=None)``."""
 
     def __call__(
         self,
@@ -25,6 +26,7 @@ class StackFactory(Protocol):
         jobs: bool = False,
         settings: SettingsOverride = None,
         database: DatabaseKind = "postgres",
+        tenants: Callable[[], Iterable[str]] | None = None,
     ) -> Stack: ...
 
 
@@ -39,8 +41,9 @@ def asanoha_stack() -> Iterator[StackFactory]:
         jobs: bool = False,
         settings: SettingsOverride = None,
         database: DatabaseKind = "postgres",
+        tenants: Callable[[], Iterable[str]] | None = None,
     ) -> Stack:
-        stack = Stack(features, jobs=jobs, settings=settings, database=database)
+        stack = Stack(features, jobs=jobs, settings=settings, database=database, tenants=tenants)
         stacks.append(stack)
         return stack
 

@@ -6,7 +6,7 @@ import contextlib
 import datetime as dt
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -72,6 +72,7 @@ class Stack:
         jobs: bool = False,
         settings: SettingsOverride = None,
         database: DatabaseKind = "postgres",
+        tenants: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         suffix = secrets.token_hex(6)
         self._database = TestDatabase.create(database, f"asanoha_t_{suffix}")
@@ -84,6 +85,7 @@ class Stack:
                 features,
                 stack_settings(self._database.url, suffix, settings),
                 publish_jobs=jobs,
+                tenants=tenants,
             )
             # The stack's tables come from its features, never from a project's migrations
             # folder in the working directory.

@@ -68,7 +68,11 @@ def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dic
             "task": CRON_TASK_NAME,
             "schedule": parse_cron(job.cron, job.qn),
             # The tick's scheduled time, computed by beat when it sends the tick.
-            "args": [job.qn, BeatLazyFunc(scheduled_tick, job.cron, job.qn)],
+            "args": [
+                job.qn,
+                BeatLazyFunc(scheduled_tick, job.cron, job.qn),
+                BeatLazyFunc(sent_now),
+            ],
             "options": {"queue": queue},
         }
     return schedule
@@ -109,6 +113,29 @@ def scheduled_tick(expression: str, job_qn: str) -> str:
     return latest_tick(parse_cron(expression, job_qn), dt.datetime.now(dt.UTC)).isoformat()
 
 
-def cron_tick_key(job_qn: str, tick: str) -> str:
-    """The idempotency key of a cron tick's job row: one row per (job, scheduled time)."""
-    return f"{job_qn}@cron:{tick}"
+def sent_now() -> str:
+    """When beat sends a tick (ISO 8601, UTC): a tick sent long after its scheduled time is
+    one beat missed while it was down."""
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def cron_tick_key(job_qn: str, tick: str, tenant: str | None = None) -> str:
+    """The idempotency key of a cron tick's job row: one row per (job, scheduled time), and
+    per tenant for a job that runs per tenant."""
+    return f"{job_qn}@cron:{tick}" if tenant is None else f"{job_qn}@cron:{tick}@{tenant}"
+
+
+def ticks_between(
+    schedule: crontab, since: dt.datetime, until: dt.datetime, *, limit: int
+) -> list[dt.datetime]:
+    """The times ``schedule`` matches after ``since``, up to and including ``until``
+    (UTC minutes), oldest first: the newest ``limit`` of them."""
+    found: list[dt.datetime] = []
+    moment = until
+    while len(found) < limit:
+        tick = latest_tick(schedule, moment)
+        if tick <= since:
+            break
+        found.append(tick)
+        moment = tick - dt.timedelta(minutes=1)
+    return found[::-1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempts import AttemptRunner
 from asanoha.workers.beat import build_beat_schedule
+from asanoha.workers.boot_jobs import enqueue_boot_jobs
 from asanoha.workers.consumer_tick import add_consumer_tick
 from asanoha.workers.consumer_wake import register_advance_task
 from asanoha.workers.cron_tasks import register_cron_tasks
@@ -28,6 +30,8 @@ from asanoha.workers.retry_policy import check_job_limits
 
 if TYPE_CHECKING:
     from asanoha.app import App
+
+log = logging.getLogger("asanoha.workers")
 
 #: The in-memory transport polls once a second by default: about a second per job.
 MEMORY_POLLING_INTERVAL = 0.005
@@ -82,8 +86,20 @@ class CeleryJobs:
             self._probe = None
 
     def _on_worker_ready(self, sender: Any = None, **_: Any) -> None:
-        if self.relay_in_worker and getattr(sender, "app", None) is self.celery:
+        if getattr(sender, "app", None) is not self.celery:
+            return
+        if self.relay_in_worker:
             self.relay.start()
+        self.enqueue_boot_jobs()
+
+    def enqueue_boot_jobs(self) -> None:
+        """Enqueue this release's boot jobs (once per release, fleet-wide); a failure is
+        logged, not fatal: the next worker that starts enqueues them."""
+        try:
+            enqueue_boot_jobs(self.app.service, self.app.settings)
+        except Exception:
+            log.warning("enqueuing the boot jobs failed; the next worker start tries again",
+                        exc_info=True)  # fmt: skip
 
     def _on_worker_shutdown(self, sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is self.celery:
@@ -114,7 +130,7 @@ def make_celery(app: App) -> CeleryJobs:
     runner = AttemptRunner(app.service, rows, publisher, settings)
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)
-    register_cron_tasks(celery, app.service, settings)
+    register_cron_tasks(celery, app.service, settings, tenants=app.tenants)
     if app.consumers:
         register_advance_task(celery, app.consumers, settings)
         if settings.consumer_tick_interval > 0:

@@ -2,32 +2,51 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
+from collections.abc import Callable, Iterable
 
 from celery import Celery
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from asanoha.platform.errors import ConflictError
-from asanoha.platform.model import SessionUser
+from asanoha.platform.model import JobDef, SessionUser
 from asanoha.platform.service import Service
 from asanoha.platform.service.idempotency import prune_expired
 from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.platform.service.outbox import find_enqueued
 from asanoha.platform.settings import Settings
-from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME, cron_tick_key
+from asanoha.workers.beat import (
+    CRON_TASK_NAME,
+    PRUNE_TASK_NAME,
+    cron_tick_key,
+    parse_cron,
+    ticks_between,
+)
 
 log = logging.getLogger("asanoha.cron")
 
+#: Seconds past its scheduled time a tick may be sent and still count as on time: beat sends
+#: ticks on time while it runs; a later one is a tick it missed while it was down.
+ON_TIME = 60.0
+#: Missed ticks a ``catch_up=True`` job replays at most at once.
+MAX_CATCH_UP = 1000
 
-def register_cron_tasks(celery: Celery, service: Service, settings: Settings) -> None:
+Tenants = Callable[[], Iterable[str]]
+
+
+def register_cron_tasks(
+    celery: Celery, service: Service, settings: Settings, tenants: Tenants | None = None
+) -> None:
     """Register ``asanoha.cron`` and ``asanoha.prune-jobs`` on ``celery``."""
 
     @celery.task(name=CRON_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
-    def enqueue_cron_job(job_qn: str, tick: str | None = None) -> str:
-        # ``tick``: the scheduled time beat computed (a message of an older beat has none,
-        # and is enqueued unkeyed).
-        return str(enqueue_cron_tick(service, settings, job_qn, tick))
+    def enqueue_cron_job(job_qn: str, tick: str | None = None, sent: str | None = None) -> int:
+        # ``tick``: the scheduled time beat computed, ``sent``: when beat sent it (a message
+        # of an older beat has neither, and is enqueued unkeyed).
+        return len(enqueue_cron_tick(service, settings, job_qn, tick, sent=sent, tenants=tenants))
 
     @celery.task(name=PRUNE_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def prune_jobs() -> int:
@@ -41,21 +60,52 @@ def register_cron_tasks(celery: Celery, service: Service, settings: Settings) ->
 
 
 def enqueue_cron_tick(
-    service: Service, settings: Settings, job_qn: str, tick: str | None
-) -> uuid.UUID:
-    """Enqueue the tick ``tick`` of the cron job ``job_qn`` once, as the default tenant's
-    system user; return its job row's id (the first enqueue's, when another beat's copy of
-    the tick came first).
+    service: Service,
+    settings: Settings,
+    job_qn: str,
+    tick: str | None,
+    *,
+    sent: str | None = None,
+    tenants: Tenants | None = None,
+) -> list[uuid.UUID]:
+    """Enqueue the tick ``tick`` of the cron job ``job_qn`` once (once per tenant of
+    ``tenants`` for a ``per_tenant`` job, else as the default tenant's system user); return
+    the job rows' ids (the first enqueue's, when another beat's copy of the tick came first).
 
-    The row's idempotency key is (job, tick): a second enqueue finds the first row, and
-    two at the same moment meet at the key's unique index, where the second one's
-    transaction fails and it reads the row the first committed.
+    A tick beat sent more than ``ON_TIME`` seconds after its time (``sent``) is one it
+    missed while it was down: it is not run, unless the job says ``catch_up=True``, which
+    runs every tick since the last one enqueued.
     """
-    user = SessionUser.system(settings.default_tenant)
-    key = None if tick is None else cron_tick_key(job_qn, tick)
+    job = service.registry.job(job_qn)
+    ticks: list[str | None] = [tick]
+    if job is not None and tick is not None and sent is not None and _late(tick, sent):
+        if not job.catch_up:
+            log.info("%s: the tick of %s was missed (beat was down); not replayed "
+                     "(catch_up=False)", job_qn, tick)  # fmt: skip
+            return []
+        ticks = list(_missed_ticks(service, job, tick))
+    ids = []
+    for each in ticks:
+        for tenant in _tenants_of(job, settings, tenants):
+            per = tenant if job is not None and job.per_tenant else None
+            key = None if each is None else cron_tick_key(job_qn, each, per)
+            user = SessionUser.system(tenant)
+            ids.append(enqueue_once(service, job_qn, user, key, trigger_name="cron"))
+    return ids
+
+
+def enqueue_once(
+    service: Service, job_qn: str, user: SessionUser, key: str | None, *, trigger_name: str
+) -> uuid.UUID:
+    """Enqueue ``job_qn`` as ``user`` once per ``key``; return its job row's id.
+
+    The row's idempotency key is ``key``: a second enqueue finds the first row, and two at
+    the same moment meet at the key's unique index, where the second one's transaction fails
+    and it reads the row the first committed.
+    """
     try:
         return service.enqueue_job(
-            job_qn, {}, user, trigger_name="cron", manual=False, idempotency_key=key
+            job_qn, {}, user, trigger_name=trigger_name, manual=False, idempotency_key=key
         )
     except (ConflictError, IntegrityError):
         if key is None:
@@ -64,5 +114,40 @@ def enqueue_cron_tick(
             found = find_enqueued(conn, service.tables, key)
         if found is None:
             raise
-        log.info("%s: the tick %s was enqueued by another beat already", job_qn, tick)
+        log.info("%s: %s was enqueued by another process already", job_qn, key)
         return found
+
+
+def _tenants_of(job: JobDef | None, settings: Settings, tenants: Tenants | None) -> list[str]:
+    if job is None or not job.per_tenant or tenants is None:
+        return [settings.default_tenant]
+    return sorted({str(tenant) for tenant in tenants()})
+
+
+def _late(tick: str, sent: str) -> bool:
+    try:
+        late = dt.datetime.fromisoformat(sent) - dt.datetime.fromisoformat(tick)
+    except ValueError:
+        return False
+    return late.total_seconds() > ON_TIME
+
+
+def _missed_ticks(service: Service, job: JobDef, tick: str) -> list[str]:
+    """The ticks of ``job`` after the newest one enqueued, up to ``tick`` (at most
+    ``MAX_CATCH_UP``, the newest ones)."""
+    outbox = service.tables.outbox
+    prefix = cron_tick_key(job.qn, "")
+    query = (
+        select(outbox.c.idempotency_key)
+        .where(outbox.c.job_qn == job.qn, outbox.c.idempotency_key.like(f"{prefix}%"))
+        .order_by(outbox.c.created_at.desc())
+        .limit(1)
+    )
+    with service.database.connect() as conn:
+        newest = conn.execute(query).scalar()
+    until = dt.datetime.fromisoformat(tick)
+    if newest is None or job.cron is None:
+        return [tick]
+    since = dt.datetime.fromisoformat(str(newest).removeprefix(prefix).split("@", 1)[0])
+    found = ticks_between(parse_cron(job.cron, job.qn), since, until, limit=MAX_CATCH_UP)
+    return [moment.isoformat() for moment in found] or [tick]

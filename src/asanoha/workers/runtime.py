@@ -116,6 +116,8 @@ class JobRuntime:
                 # an ``asanoha worker``: start it here.
                 jobs.relay.start()
                 resources.callback(jobs.relay.stop)
+            # Nor the boot jobs, which a worker enqueues when it is ready.
+            jobs.enqueue_boot_jobs()
             runtime = cls(app, resources, worker)
             resources.callback(runtime._drainer.close)
             return runtime

@@ -85,7 +85,7 @@ def test_two_enqueues_of_one_tick_at_the_same_moment_make_one_row(asanoha_stack)
     with ThreadPoolExecutor(4) as pool:
         ids = list(
             pool.map(
-                lambda _: enqueue_cron_tick(app.service, app.settings, "clock:job:tick", tick),
+                lambda _: enqueue_cron_tick(app.service, app.settings, "clock:job:tick", tick)[0],
                 range(4),
             )
         )

@@ -52,10 +52,11 @@ def test_the_schedule_has_every_cron_job_and_the_prune_but_no_relay():
     entry = schedule["clock:job:nightly"]
     # Beat enqueues the job through the outbox (a job row), never sends the job itself.
     assert entry["task"] == CRON_TASK_NAME
-    # The job and the tick's scheduled time, computed by beat as it sends the tick.
-    job_qn, tick = entry["args"]
+    # The job, the tick's scheduled time and when beat sent it, computed as it sends.
+    job_qn, tick, sent = entry["args"]
     assert (job_qn, isinstance(tick, BeatLazyFunc)) == ("clock:job:nightly", True)
     assert dt.datetime.fromisoformat(tick()).time() == dt.time(2, 0)
+    assert abs(dt.datetime.fromisoformat(sent()) - dt.datetime.now(dt.UTC)) < dt.timedelta(hours=1)
     assert entry["options"] == {"queue": "p1.worker"}
     assert schedule[PRUNE_TASK_NAME]["options"] == {"queue": "p1.worker"}
 
@@ -97,3 +98,14 @@ UTC = dt.UTC
 )
 def test_the_tick_is_the_latest_time_the_expression_matches(expression, now, tick):
     assert latest_tick(parse_cron(expression, "f:job:x"), now) == tick
+
+
+def test_ticks_between_lists_the_missed_ticks_oldest_first_bounded():
+    from asanoha.workers.beat import parse_cron, ticks_between
+
+    schedule = parse_cron("0 * * * *", "clock:job:hourly")
+    since = dt.datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
+    until = dt.datetime(2026, 5, 4, 15, 30, tzinfo=UTC)
+    found = ticks_between(schedule, since, until, limit=10)
+    assert [tick.hour for tick in found] == [13, 14, 15]
+    assert [tick.hour for tick in ticks_between(schedule, since, until, limit=2)] == [14, 15]

@@ -349,6 +349,9 @@ class Feature:
         concurrency: Concurrency | None = None,
         max_per_tenant: int | None = None,
         unique_for: float | None = None,
+        per_tenant: bool = False,
+        catch_up: bool = False,
+        run_on_boot: bool = False,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
@@ -365,13 +368,21 @@ class Feature:
         job with the same key run beside each other (default: in parallel);
         ``max_per_tenant=N``: at most N attempts run at once per tenant; ``unique_for=s``: an
         enqueue of a key with a pending, running or succeeded row of the last ``s`` seconds
-        returns that row's id.
+        returns that row's id. ``per_tenant=True`` (with ``cron=``): each tick runs the job
+        once per tenant of ``App(tenants=...)``; ``catch_up=True``: a beat that was down
+        sends the ticks it missed (else they are not replayed); ``run_on_boot=True``: the
+        job runs once per deployed release (``ASANOHA_RELEASE``) when workers start.
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
         system_reason = _acts_for_system(acts_for_system, qn)
-        if on is None and cron is None and not manual:
-            raise DefinitionError(f"{qn} has no trigger; pass on=..., cron=... or manual=True")
+        if on is None and cron is None and not manual and not run_on_boot:
+            raise DefinitionError(
+                f"{qn} has no trigger; pass on=..., cron=..., manual=True or run_on_boot=True"
+            )
+        if (per_tenant or catch_up) and cron is None:
+            option = "per_tenant=True" if per_tenant else "catch_up=True"
+            raise DefinitionError(f"{qn}: {option} applies to cron ticks; pass cron=... or drop it")
         if schema is not None and not manual:
             raise DefinitionError(
                 f"{qn}: schema= validates the payload of manual runs; declare manual=True "
@@ -435,6 +446,9 @@ class Feature:
                     concurrency=mode,
                     max_per_tenant=max_per_tenant,
                     unique_for=None if unique_for is None else float(unique_for),
+                    per_tenant=bool(per_tenant),
+                    catch_up=bool(catch_up),
+                    run_on_boot=bool(run_on_boot),
                 )
             )
             return func

@@ -146,6 +146,12 @@ class JobDef:
     #: Seconds an enqueue of a key that has a pending, running or succeeded row returns that
     #: row instead of a new one (``None``: no such rule).
     unique_for: float | None = None
+    #: A cron tick runs the job once per tenant of ``App(tenants=...)``.
+    per_tenant: bool = False
+    #: A beat that was down sends the ticks it missed (else only ticks on time run).
+    catch_up: bool = False
+    #: Enqueued once per deployed release when workers start.
+    run_on_boot: bool = False
 
     @property
     def keyed(self) -> bool:
