@@ -2,7 +2,7 @@
 ``celery worker`` with the same pool, concurrency and delivery settings on the same broker.
 
     .venv/bin/python bench/worker_throughput.py [--jobs 2000] [--concurrency 2] [--repeat 3]
-                                                [--broker-url redis://127.0.0.1:6379/0]
+                                                [--keys 8] [--broker-url redis://127.0.0.1:6379/0]
 
 Each side gets ``--jobs`` no-op messages queued before its worker starts (asanoha's through
 ``dispatch_job``: a job row each, the message a pointer to it). Both workers stamp the end of
@@ -14,6 +14,10 @@ claimed on its job row and ended there (two statements on Postgres), and the rel
 the main process, as in production. The sides alternate ``--repeat`` times and medians are
 reported. ``bench/job_throughput.py`` measures the same on the test stack's in-process
 thread-pool worker.
+
+Then the same backlog of a ``sequential`` job (``--keys`` distinct keys, enqueued in turn)
+and of a ``skip`` job (a key of its own per message, so that each enqueue runs), each
+against the parallel no-op job of the same runs: what a concurrency mode costs a worker.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import statistics
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
@@ -35,13 +41,31 @@ from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
 from _processes import descendants, started, wait_until
 from _results import Figure, at_least, safe_ratio, write_figures
 from _stamps import STAMPS_ENV, read_stamps
-from _worker_jobs import NOOP, feature
+from _worker_jobs import NOOP, SEQUENTIAL, SKIP, feature
 from asanoha import App, Settings
 from asanoha.workers import dispatch_job
 
 TARGET = 0.8
 BENCH_DIR = Path(__file__).resolve().parent
 TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A job measured on the asanoha worker, and the payload of its ``i``-th message."""
+
+    label: str
+    job: str
+    payload: Callable[[int], dict[str, Any]]
+
+
+def modes(keys: int) -> list[Mode]:
+    """The parallel no-op job first (the peer of the others), then the keyed ones."""
+    return [
+        Mode("parallel", NOOP, lambda i: {}),
+        Mode(f"sequential, {keys} keys", SEQUENTIAL, lambda i: {"key": i % keys}),
+        Mode("skip, distinct keys", SKIP, lambda i: {"key": i}),
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,10 +78,12 @@ class Run:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Alternate the two workers ``--repeat`` times and print the medians."""
+    """Alternate the bare worker and the asanoha worker on each job ``--repeat`` times and
+    print the medians."""
     args = parse_args(argv)
     bare: list[Run] = []
-    mine: list[Run] = []
+    measured = modes(args.keys)
+    mine: dict[str, list[Run]] = {mode.label: [] for mode in measured}
     with scratch_database(args.database_url, "asanoha_bench_workers") as url:
         print(
             f"worker throughput: {args.jobs} no-op messages per run, prefork concurrency "
@@ -65,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for _ in range(args.repeat):
             bare.append(run_bare(args))
-            mine.append(run_asanoha(url, args))
+            for mode in measured:
+                mine[mode.label].append(run_asanoha(url, args, mode))
     figures = report(bare, mine, args)
     write_figures(args.json, figures)
     return 0
@@ -76,14 +103,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2000, help="messages per run")
     parser.add_argument("--concurrency", type=int, default=2, help="pool processes")
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs per side")
+    parser.add_argument("--keys", type=int, default=8, help="keys of the sequential job")
     parser.add_argument("--database-url", default=ADMIN_URL, help="admin URL (creates a db)")
     parser.add_argument("--broker-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
     return parser.parse_args(argv)
 
 
-def run_asanoha(url: str, args: argparse.Namespace) -> Run:
-    """``asanoha worker`` on ``args.jobs`` queued job rows of the no-op job."""
+def run_asanoha(url: str, args: argparse.Namespace, mode: Mode) -> Run:
+    """``asanoha worker`` on ``args.jobs`` queued job rows of ``mode``'s job."""
     prefix = f"benchtp{uuid.uuid4().hex[:8]}"
     settings = Settings(
         database_url=url,
@@ -94,8 +122,8 @@ def run_asanoha(url: str, args: argparse.Namespace) -> Run:
     app = App([feature], settings=settings)
     try:
         app.create_schema()
-        for _ in range(args.jobs):
-            dispatch_job(app, NOOP, {})
+        for i in range(args.jobs):
+            dispatch_job(app, mode.job, mode.payload(i))
     finally:
         app.close()
     env = {
@@ -103,6 +131,7 @@ def run_asanoha(url: str, args: argparse.Namespace) -> Run:
         "ASANOHA_BROKER_URL": args.broker_url,
         "ASANOHA_QUEUE_PREFIX": prefix,
         "ASANOHA_JWT_SECRET": settings.jwt_secret,
+        "BENCH_JOB": mode.job,
     }
     command = [sys.executable, "-m", "asanoha.cli", "worker", "--app", "_jobs_app:app"]
     command += ["--concurrency", str(args.concurrency), "--loglevel", "WARNING"]
@@ -183,20 +212,24 @@ def _drop_queues(broker_url: str, pattern: str) -> None:
         client.delete(*keys)
 
 
-def report(bare: list[Run], mine: list[Run], args: argparse.Namespace) -> list[Figure]:
-    """Print both sides' runs and medians; the figure for ``run_all.py``."""
+def report(bare: list[Run], mine: dict[str, list[Run]], args: argparse.Namespace) -> list[Figure]:
+    """Print each side's runs and medians; the figures for ``run_all.py``."""
+    parallel_label, *keyed_labels = mine
+    parallel = mine[parallel_label]
     peer = statistics.median(r.rate for r in bare)
-    rate = statistics.median(r.rate for r in mine)
+    rate = statistics.median(r.rate for r in parallel)
     ratio = safe_ratio(rate, peer)
     peer_cpu = statistics.median(r.cpu_ms for r in bare)
-    cpu = statistics.median(r.cpu_ms for r in mine)
-    for name, runs in (("bare celery worker", bare), ("asanoha worker", mine)):
+    cpu = statistics.median(r.cpu_ms for r in parallel)
+    sides = [("bare celery worker", bare), ("asanoha worker", parallel)]
+    sides += [(f"  {label}", mine[label]) for label in keyed_labels]
+    for name, runs in sides:
         listed = ", ".join(f"{r.rate:.0f}" for r in runs)
         median = statistics.median(r.rate for r in runs)
         cpu_ms = statistics.median(r.cpu_ms for r in runs)
-        print(f"{name:<20}{median:9.0f} /s   (runs: {listed}; {cpu_ms:.2f} ms CPU per message)")
-    print(f"ratio               {ratio or 0:9.2f}   (target >= {TARGET})")
-    return [
+        print(f"{name:<38}{median:9.0f} /s   (runs: {listed}; {cpu_ms:.2f} ms CPU per message)")
+    print(f"{'ratio asanoha / bare':<38}{ratio or 0:9.2f}   (target >= {TARGET})")
+    figures = [
         Figure(
             benchmark="worker_throughput",
             name=f"no-op jobs, prefork concurrency {args.concurrency}, {args.jobs} queued",
@@ -211,6 +244,27 @@ def report(bare: list[Run], mine: list[Run], args: argparse.Namespace) -> list[F
             note=f"CPU of the process tree {cpu:.2f} vs {peer_cpu:.2f} ms per message",
         )
     ]
+    for label in keyed_labels:
+        keyed = statistics.median(r.rate for r in mine[label])
+        keyed_ratio = safe_ratio(keyed, rate)
+        keyed_cpu = statistics.median(r.cpu_ms for r in mine[label])
+        print(f"{'ratio ' + label + ' / parallel':<38}{keyed_ratio or 0:9.2f}")
+        figures.append(
+            Figure(
+                benchmark="worker_throughput",
+                name=f"no-op {label} jobs, prefork concurrency {args.concurrency}, "
+                f"{args.jobs} queued",
+                value=round(keyed),
+                unit="jobs/s",
+                peer="the parallel no-op job, same runs",
+                peer_value=round(rate),
+                ratio_label="keyed / parallel",
+                ratio=keyed_ratio,
+                target="(context)",
+                note=f"CPU of the process tree {keyed_cpu:.2f} vs {cpu:.2f} ms per message",
+            )
+        )
+    return figures
 
 
 if __name__ == "__main__":
