@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "demo": "asanoha.cli.demo:demo",
     "mcp": "asanoha.cli.mcp:mcp",
     "serve": "asanoha.cli.serve:serve",
+    "console": "asanoha.cli.console:console",
     "worker": "asanoha.cli.worker:worker",
     "beat": "asanoha.cli.worker:beat",
     "flower": "asanoha.cli.flower:flower",

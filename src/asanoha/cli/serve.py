@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from fastapi import FastAPI
 
+    from asanoha.app import App
+
 #: How ``serve --workers N`` and ``serve --reload`` tell the processes they start which
 #: application to load.
 APP_VARIABLE = "ASANOHA_SERVE_APP"
@@ -139,7 +141,7 @@ def serve(
             **server,
         )
         return
-    api = loaded.http
+    api = with_console(loaded)
     if minted:
         announce_development_token(loaded)
     if workers == 1:
@@ -186,7 +188,7 @@ def http_app_from_environment() -> FastAPI:
     ``serve --workers N``)."""
     loaded = load_app(_app_reference())
     set_up_observability(loaded, "api")
-    return loaded.http
+    return with_console(loaded)
 
 
 #: The in-process worker of the server process ``serve --reload`` starts; it ends with the
@@ -202,12 +204,19 @@ def http_app_for_reload() -> FastAPI:
     loaded = load_app(reference)
     require_current_schema(loaded, reference)
     set_up_observability(loaded, "api")
-    api = loaded.http
+    api = with_console(loaded)
     if uses_embedded_broker(loaded) and (loaded.registry.jobs or loaded.consumers):
         worker = embedded_worker(loaded, os.environ.get(LOG_LEVEL_VARIABLE, "info"))
         worker.__enter__()
         _reload_workers.append(worker)
     return api
+
+
+def with_console(loaded: App) -> FastAPI:
+    """The app's HTTP API with the operator console at ``/console``."""
+    from asanoha.console import mount_console
+
+    return mount_console(loaded.http, loaded)
 
 
 def _app_reference() -> str:

@@ -1,0 +1,473 @@
+"""The console's pages and actions, as Starlette routes under ``/console``.
+
+Pages are GET and change nothing; actions are POST forms that carry the session's CSRF token
+and answer with a redirect to the page (post/redirect/get), the outcome in its query string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from asanoha.console import calls
+from asanoha.console.charts import lag_chart, throughput_chart
+from asanoha.console.session import (
+    CONSOLE_ROLE,
+    CSRF_FIELD,
+    Session,
+    current_session,
+    end_session,
+    has_valid_csrf,
+    has_valid_login_nonce,
+    keep_login_nonce,
+    login_nonce,
+    signed_in_user,
+    start_session,
+)
+from asanoha.console.writes import OUTCOMES, write_counts
+from asanoha.platform.errors import AsanohaError, Reasons
+from asanoha.platform.http.request_ids import RequestIdMiddleware
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from asanoha.platform.http.parts import HttpParts
+
+#: Where the console is served.
+CONSOLE_PATH = "/console"
+#: The states of a job row, in the order the pages show them.
+JOB_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
+#: The consumer operations the Consumers page offers (``consumer-admin:write:<name>``).
+CONSUMER_ACTIONS = ("restart", "skip", "disable", "enable")
+#: The job operations a job's page offers (``job-admin:write:<name>``).
+JOB_ACTIONS = ("retry", "cancel")
+#: How many rows the jobs table shows at most.
+JOB_ROWS = (50, 100, 200, 500)
+#: Headers of every console answer: no script runs, nothing is framed or cached.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+HERE = Path(__file__).parent
+Page = Callable[[Request, Session], Awaitable[Response]]
+
+
+class Console:
+    """The console of one application: its templates and the routes that render them."""
+
+    def __init__(self, parts: HttpParts) -> None:
+        self.parts = parts
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.filters["when"] = _when
+
+    def routes(self) -> list[BaseRoute]:
+        """Every page, action and asset, at their full paths under ``/console``."""
+        path = CONSOLE_PATH
+        return [
+            Route(path, self.home, methods=["GET"]),
+            Route(f"{path}/login", self.login_form, methods=["GET"]),
+            Route(f"{path}/login", self.login, methods=["POST"]),
+            Route(f"{path}/logout", self.action(self.logout), methods=["POST"]),
+            Route(f"{path}/jobs", self.page(self.jobs), methods=["GET"]),
+            Route(f"{path}/jobs/run", self.action(self.run_job), methods=["POST"]),
+            Route(f"{path}/jobs/{{id:uuid}}", self.page(self.job), methods=["GET"]),
+            Route(
+                f"{path}/jobs/{{id:uuid}}/{{operation}}",
+                self.action(self.job_operation),
+                methods=["POST"],
+            ),
+            Route(f"{path}/consumers", self.page(self.consumers), methods=["GET"]),
+            Route(
+                f"{path}/consumers/{{operation}}",
+                self.action(self.consumer_operation),
+                methods=["POST"],
+            ),
+            Route(f"{path}/writes", self.page(self.writes), methods=["GET"]),
+            Mount(f"{path}/static", StaticFiles(directory=HERE / "static")),
+        ]
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def page(self, render: Page) -> Callable[[Request], Awaitable[Response]]:
+        """A GET page: without a session, a redirect to the login."""
+
+        async def endpoint(request: Request) -> Response:
+            session = current_session(self.parts.settings, request)
+            if session is None:
+                return self.to_login(request)
+            return await render(request, session)
+
+        return endpoint
+
+    def action(self, act: Page) -> Callable[[Request], Awaitable[Response]]:
+        """A POST action: without a session a redirect to the login; without the session's
+        CSRF token 403, and nothing is done."""
+
+        async def endpoint(request: Request) -> Response:
+            session = current_session(self.parts.settings, request)
+            if session is None:
+                return self.to_login(request)
+            form = await request.form()
+            if not has_valid_csrf(session, form.get(CSRF_FIELD)):
+                return self.render(
+                    request,
+                    "refused.html",
+                    status_code=403,
+                    session=None,
+                    title="Refused",
+                    reason="The form did not carry this session's CSRF token: reload the page "
+                    "and try again.",
+                )
+            return await act(request, session)
+
+        return endpoint
+
+    def to_login(self, request: Request) -> Response:
+        """Redirect to the login page."""
+        return RedirectResponse(f"{base_of(request)}/login", status_code=303)
+
+    async def home(self, request: Request) -> Response:
+        """``/console``: the Jobs page."""
+        return RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
+
+    async def login_form(self, request: Request) -> Response:
+        """The login page (the Jobs page when already signed in)."""
+        if current_session(self.parts.settings, request) is not None:
+            return RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
+        return self.login_page(request)
+
+    def login_page(self, request: Request, problem: str | None = None) -> Response:
+        """The login form, with ``problem`` (401) when a token was refused."""
+        nonce = login_nonce(request)
+        response = self.render(
+            request,
+            "login.html",
+            status_code=200 if problem is None else 401,
+            session=None,
+            title="Sign in",
+            problem=problem,
+            role=CONSOLE_ROLE,
+            nonce=nonce,
+        )
+        keep_login_nonce(response, request, nonce, cookie_path(request))
+        return response
+
+    async def login(self, request: Request) -> Response:
+        """Check the token (as the API checks a bearer token) and start the session."""
+        form = await request.form()
+        if not has_valid_login_nonce(request, form.get("nonce")):
+            return self.render(
+                request,
+                "refused.html",
+                status_code=403,
+                session=None,
+                title="Refused",
+                reason="The login form is stale or was sent from another page: reload it.",
+            )
+        token = str(form.get("token") or "").strip()
+        try:
+            signed_in_user(self.parts.settings, token)
+        except AsanohaError as error:
+            if error.reason == Reasons.ROLE_REQUIRED:
+                return self.login_page(request, f"This token lacks the {CONSOLE_ROLE} role.")
+            return self.login_page(request, f"The token was refused: {error.message}")
+        response = RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
+        start_session(response, request, token, cookie_path(request), self.parts.settings)
+        return response
+
+    async def logout(self, request: Request, session: Session) -> Response:
+        """End the session."""
+        response = RedirectResponse(f"{base_of(request)}/login", status_code=303)
+        end_session(response, cookie_path(request))
+        return response
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    async def jobs(self, request: Request, session: Session) -> Response:
+        """Counts by job, lane and state, throughput of the last hour, and the job rows."""
+        params = request.query_params
+        wanted = {
+            "state": params.get("state") or None,
+            "job": params.get("job") or None,
+            "limit": _limit(params.get("limit")),
+        }
+        service = self.parts.service
+        summary = await calls.query(service, request, session.user, "job-admin:query:summary", {})
+        rows = await calls.query(
+            service,
+            request,
+            session.user,
+            "job-admin:query:jobs",
+            {key: value for key, value in wanted.items() if value is not None},
+        )
+        missing = _missing_feature(summary, rows)
+        counts: dict[tuple[str, str | None], dict[str, int]] = {}
+        for count in summary.data["counts"] if summary.ok else []:
+            states = counts.setdefault((count["job"], count["lane"]), dict.fromkeys(JOB_STATES, 0))
+            states[count["state"]] = count["count"]
+        known = sorted({job.qn for job in self.parts.registry.jobs} | {job for job, _ in counts})
+        return self.render(
+            request,
+            "jobs.html",
+            session=session,
+            title="Jobs",
+            active="jobs",
+            missing=missing,
+            problem=_problem(summary, rows) if missing is None else None,
+            counts=sorted(counts.items(), key=lambda item: item[0][0]),
+            states=JOB_STATES,
+            chart=throughput_chart(summary.data["throughput"] if summary.ok else []),
+            rows=rows.data if rows.ok else [],
+            wanted=wanted,
+            limits=JOB_ROWS,
+            known_jobs=known,
+        )
+
+    async def job(self, request: Request, session: Session) -> Response:
+        """One job row with every attempt: times, outcome, error and the lines it logged."""
+        job_id = str(request.path_params["id"])
+        service = self.parts.service
+        rows = await calls.query(
+            service, request, session.user, "job-admin:query:jobs", {"id": job_id}
+        )
+        runs = await calls.query(
+            service, request, session.user, "job-admin:query:runs", {"id": job_id, "limit": 500}
+        )
+        missing = _missing_feature(rows, runs)
+        if missing is None and rows.ok and not rows.data:
+            return self.render(
+                request,
+                "refused.html",
+                status_code=404,
+                session=session,
+                title="No such job",
+                reason=f"This tenant has no job {job_id}.",
+            )
+        return self.render(
+            request,
+            "job.html",
+            session=session,
+            title="Job",
+            active="jobs",
+            missing=missing,
+            problem=_problem(rows, runs) if missing is None else None,
+            row=rows.data[0] if rows.ok and rows.data else None,
+            # Oldest first: the attempts in the order they ran.
+            runs=list(reversed(runs.data)) if runs.ok else [],
+        )
+
+    async def job_operation(self, request: Request, session: Session) -> Response:
+        """Retry or cancel a job through ``job-admin:write:retry`` / ``cancel``."""
+        job_id = str(request.path_params["id"])
+        operation = request.path_params["operation"]
+        back = f"{base_of(request)}/jobs/{job_id}"
+        if operation not in JOB_ACTIONS:
+            return _back(back, error=f"There is no job operation {operation!r}.")
+        answer = await calls.write(
+            self.parts.service,
+            request,
+            session.user,
+            f"job-admin:write:{operation}",
+            {"id": job_id},
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        done = "put back to pending" if operation == "retry" else f"now {answer.data['state']}"
+        return _back(back, notice=f"Job {job_id}: {done}.")
+
+    async def run_job(self, request: Request, session: Session) -> Response:
+        """Run a job now (or after a delay) through ``job-admin:write:run``."""
+        form = await request.form()
+        back = f"{base_of(request)}/jobs"
+        try:
+            payload = json.loads(str(form.get("payload") or "{}"))
+        except json.JSONDecodeError as error:
+            return _back(back, error=f"The payload is not JSON: {error}.")
+        call: dict[str, Any] = {"job": str(form.get("job") or ""), "payload": payload}
+        if form.get("delay"):
+            call["delay"] = str(form.get("delay"))
+        answer = await calls.write(
+            self.parts.service, request, session.user, "job-admin:write:run", call
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(f"{back}/{answer.data['id']}", notice=f"Job {answer.data['job']} enqueued.")
+
+    # -- consumers ------------------------------------------------------------------------
+
+    async def consumers(self, request: Request, session: Session) -> Response:
+        """Every consumer's position, lag, status, attempts, last error and stopping event."""
+        answer = await calls.query(
+            self.parts.service, request, session.user, "consumer-admin:query:status", {}
+        )
+        missing = _missing_feature(answer)
+        found = answer.data if answer.ok else []
+        return self.render(
+            request,
+            "consumers.html",
+            session=session,
+            title="Consumers",
+            active="consumers",
+            missing=missing,
+            problem=_problem(answer) if missing is None else None,
+            consumers=found,
+            chart=lag_chart(found),
+            is_operator=self.is_operator(session),
+        )
+
+    async def consumer_operation(self, request: Request, session: Session) -> Response:
+        """Restart, skip, disable or enable a consumer through the consumer-admin handlers."""
+        operation = request.path_params["operation"]
+        back = f"{base_of(request)}/consumers"
+        if operation not in CONSUMER_ACTIONS:
+            return _back(back, error=f"There is no consumer operation {operation!r}.")
+        name = str((await request.form()).get("name") or "")
+        answer = await calls.write(
+            self.parts.service,
+            request,
+            session.user,
+            f"consumer-admin:write:{operation}",
+            {"name": name},
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice=f"{name}: {operation} done, now {answer.data['status']}.")
+
+    # -- writes ---------------------------------------------------------------------------
+
+    async def writes(self, request: Request, session: Session) -> Response:
+        """Writes per handler and outcome, and refusals by reason (operator tenant only)."""
+        counts = await run_in_threadpool(write_counts) if self.is_operator(session) else None
+        return self.render(
+            request,
+            "writes.html",
+            session=session,
+            title="Writes",
+            active="writes",
+            counts=counts,
+            outcomes=OUTCOMES,
+        )
+
+    def is_operator(self, session: Session) -> bool:
+        """Whether the principal is in the operator tenant (``ASANOHA_OPERATOR_TENANT``)."""
+        return session.user.tenant_id == self.parts.settings.operator_tenant
+
+    # -- rendering ------------------------------------------------------------------------
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        *,
+        status_code: int = 200,
+        **context: Any,
+    ) -> Response:
+        """The page ``template`` with ``context``, under the console's security headers."""
+        context.setdefault("active", "")
+        context.setdefault("missing", None)
+        context.setdefault("problem", None)
+        page = self.templates.get_template(template).render(
+            base=base_of(request),
+            notice=request.query_params.get("notice"),
+            error=request.query_params.get("error"),
+            csrf_field=CSRF_FIELD,
+            **context,
+        )
+        return HTMLResponse(page, status_code=status_code, headers=SECURITY_HEADERS)
+
+
+def base_of(request: Request) -> str:
+    """The console's URL path as the browser sees it (behind a proxy's path prefix too)."""
+    prefix = str(request.scope.get("root_path", ""))
+    return prefix.rstrip("/") + CONSOLE_PATH
+
+
+def cookie_path(request: Request) -> str:
+    """The path the console's cookies are sent to: the console's pages only."""
+    return base_of(request)
+
+
+def console_routes(parts: HttpParts) -> list[BaseRoute]:
+    """The console's routes, at their full paths under ``/console``."""
+    return Console(parts).routes()
+
+
+def mount_console(api: FastAPI, parts: HttpParts) -> FastAPI:
+    """Add the console to the API app ``api`` (before it serves its first request)."""
+    api.router.routes.extend(console_routes(parts))
+    return api
+
+
+def build_console_app(parts: HttpParts) -> Starlette:
+    """The console alone (``asanoha console``): its routes, ``/`` redirecting to it."""
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse(base_of(request), status_code=303)
+
+    console = Starlette(routes=[Route("/", root, methods=["GET"]), *console_routes(parts)])
+    console.add_middleware(RequestIdMiddleware)
+    return console
+
+
+def _missing_feature(*answers: calls.Answer) -> str | None:
+    """The bundled feature the application lacks, when a handler the page calls is unknown."""
+    for answer in answers:
+        error = answer.error
+        if error is not None and error.reason == Reasons.HANDLER_NOT_FOUND:
+            handler = str(error.details.get("handler", ""))
+            name = "consumer_admin" if handler.startswith("consumer-admin:") else "job_admin"
+            return f"asanoha.handlers.{name}.feature"
+    return None
+
+
+def _problem(*answers: calls.Answer) -> str | None:
+    """The first error a handler answered, as the page shows it."""
+    for answer in answers:
+        if answer.error is not None:
+            return _message(answer)
+    return None
+
+
+def _message(answer: calls.Answer) -> str:
+    error = answer.error
+    assert error is not None
+    return f"{error.http_status} {error.reason}: {error.message}"
+
+
+def _back(path: str, *, notice: str | None = None, error: str | None = None) -> Response:
+    """Post/redirect/get: back to ``path``, with the outcome for the page to show."""
+    outcome = {key: value for key, value in (("notice", notice), ("error", error)) if value}
+    return RedirectResponse(f"{path}?{urlencode(outcome)}" if outcome else path, status_code=303)
+
+
+def _limit(sent: str | None) -> int:
+    """The number of rows asked for: one of ``JOB_ROWS``, else the first."""
+    return int(sent) if sent and sent.isdigit() and int(sent) in JOB_ROWS else JOB_ROWS[0]
+
+
+def _when(moment: str | None) -> str:
+    """An ISO time as the pages show it: date and time to the second, UTC."""
+    if not moment:
+        return ""
+    return moment.replace("T", " ")[:19]
