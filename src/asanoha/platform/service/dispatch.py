@@ -25,6 +25,7 @@ from asanoha.platform import telemetry
 from asanoha.platform.errors import (
     AccessDeniedError,
     AsanohaError,
+    ConflictError,
     NotFoundError,
     Reasons,
     UnprocessableError,
@@ -87,6 +88,10 @@ from asanoha.platform.store.projections import entity_of_event, lock_entity_row,
 
 CommitListener = Callable[[Sequence[StoredEvent]], None]
 log = logging.getLogger("asanoha.service")
+
+
+class _Undo(Exception):
+    """Roll the write back: its key got an outcome meanwhile, or it was refused (kept)."""
 
 
 class Service:
@@ -201,33 +206,32 @@ class Service:
         span: telemetry.Span,
     ) -> Any:
         # What counted_write does, inline: a top-level write is the hottest path there is.
-        refused: AsanohaError | None = None
         try:
             handler, model = self._admit(qn, "write", payload, user)
             self._check_rate(handler, user, meta)
             key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
-            with self.database.begin() as conn:
-                stored = self._claim(conn, key, replay)
-                if stored is not None:
-                    return stored.answer()
+            opened: list[Request] = []
+
+            def run(conn: Connection) -> Any:
                 request = self._open(conn, "write", handler, user, meta, origin)
+                opened.append(request)
                 span.set("entry.handler", handler.qn)
                 span.set("entry.risk", request.entry.risk if request.entry else None)
                 request.acting = acting
                 request.reads = reads
+                request.approval_id = self.approvals.require(
+                    conn, handler, model, user, approval, request.request_id
+                )
+                return self._run_write(request, handler, model, user)
 
-                def run() -> Any:
-                    request.approval_id = self.approvals.require(
-                        conn, handler, model, user, approval, request.request_id
-                    )
-                    return self._run_write(request, handler, model, user)
-
-                if key is None:
-                    result = run()
-                else:
-                    result, refused = self._run_keyed(conn, [request], key, run)
-            if refused is not None:
-                raise refused
+            if key is None:
+                with self.database.begin() as conn:
+                    result = run(conn)
+            else:
+                result, replayed = self._run_keyed(key, replay, run)
+                if replayed:
+                    return result
+            request = opened[-1]
         except AsanohaError as error:
             count_failed_write(qn, error)
             raise
@@ -262,25 +266,22 @@ class Service:
                 user,
                 lambda: digest,
             )
-        results: list[Any] = []
         holder: list[Request] = []
-        refused: AsanohaError | None = None
-        with self.database.begin() as conn:
-            stored = self._claim(conn, key, replay)
-            if stored is not None:
-                answer: list[Any] = stored.answer()
-                return answer
 
-            def run() -> list[Any]:
-                self._run_batch_items(conn, items, user, meta, results, holder)
+        def run(conn: Connection) -> list[Any]:
+            results: list[Any] = []
+            holder.clear()
+            self._run_batch_items(conn, items, user, meta, results, holder)
+            return results
+
+        if key is None:
+            with self.database.begin() as conn:
+                results = run(conn)
+        else:
+            kept, replayed = self._run_keyed(key, replay, run)
+            results = list(kept)
+            if replayed:
                 return results
-
-            if key is None:
-                run()
-            else:
-                _, refused = self._run_keyed(conn, holder, key, run)
-        if refused is not None:
-            raise refused
         for qn, _ in items:
             count_write(qn, "ok")
         if holder:
@@ -328,55 +329,63 @@ class Service:
             return None
         return idempotency.IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest())
 
-    def _claim(
+    def _hold(
         self,
         conn: Connection,
         key: idempotency.IdempotencyKey | None,
         replay: idempotency.Replay | None,
     ) -> idempotency.Outcome | None:
-        """The stored outcome of ``key`` (noted in ``replay``), or ``None``: run the write."""
+        """The stored outcome of ``key`` (noted in ``replay``), or ``None``: run the write.
+        Either way the transaction holds the key until it ends."""
         if key is None:
             return None
-        stored = idempotency.claim(
-            conn,
-            self.database.backend,
-            self.tables,
-            key,
-            self.idempotency_ttl,
-            self.idempotency_wait,
-        )
+        stored = idempotency.hold(conn, self.tables, key, self.idempotency_wait)
         if stored is not None and replay is not None:
             replay.replayed = True
         return stored
 
     def _run_keyed(
         self,
-        conn: Connection,
-        requests: list[Request],
         key: idempotency.IdempotencyKey,
-        run: Callable[[], Any],
-    ) -> tuple[Any, AsanohaError | None]:
-        """Run the write of a claimed key in a savepoint and store its outcome on the key.
+        replay: idempotency.Replay | None,
+        run: Callable[[Connection], Any],
+    ) -> tuple[Any, bool]:
+        """Run ``run(conn)`` in a transaction that holds ``key`` and keeps its outcome there;
+        return the result and whether it is a stored one (the write did not run).
 
-        A refusal (4xx) undoes the write but not the key row, which then keeps the refusal:
-        the transaction commits, and the caller raises the returned error after the commit.
-        Anything else propagates and rolls back the key row with the write.
+        A refusal (4xx) rolls the write back and is kept in a transaction of its own, then
+        raised. A write whose key got an outcome meanwhile (committed between this
+        transaction's snapshot and its lock) is rolled back and answers that outcome.
         """
-        savepoint = conn.begin_nested()
+        refused: AsanohaError | None = None
         try:
-            result = run()
-        except AsanohaError as error:
-            savepoint.rollback()
-            if not idempotency.is_storable(error):
-                raise
-            for request in requests:
-                # Nothing of the undone write is published or told to listeners.
-                request.undo_to((0, 0))
-            idempotency.record(conn, self.tables, key, idempotency.Outcome.of_error(error))
-            return None, error
-        savepoint.commit()
-        idempotency.record(conn, self.tables, key, idempotency.Outcome.of_result(result))
-        return result, None
+            with self.database.begin() as conn:
+                stored = self._hold(conn, key, replay)
+                if stored is not None:
+                    return stored.answer(), True
+                try:
+                    result = run(conn)
+                except AsanohaError as error:
+                    if not idempotency.is_storable(error):
+                        raise
+                    refused = error
+                    raise _Undo from None
+                outcome = idempotency.Outcome.of_result(result)
+                if not idempotency.keep(conn, self.tables, key, outcome, self.idempotency_ttl):
+                    raise _Undo
+                return result, False
+        except _Undo:
+            pass
+        with self.database.begin() as conn:
+            stored = self._hold(conn, key, replay)
+            if stored is None and refused is not None:
+                outcome = idempotency.Outcome.of_error(refused)
+                idempotency.keep(conn, self.tables, key, outcome, self.idempotency_ttl)
+        if stored is not None:
+            return stored.answer(), True
+        if refused is not None:
+            raise refused
+        raise ConflictError(Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn)
 
     @contextmanager
     def unit_of_work(
@@ -451,13 +460,29 @@ class Service:
         gates.check_write_allowed(parent, handler)
         # A job's or consumer's unit of work has no entry handler: what it dispatches is.
         request = parent if parent.entry is not None else parent.with_entry(self._entry_of(handler))
-        stored = self._claim(request.conn, key, replay)
+        stored = self._hold(request.conn, key, replay)
         if stored is not None:
             return stored.answer()
         mark = request.mark()
         savepoint = request.conn.begin_nested()
         try:
             result = self._run_write(request, handler, model, user)
+            if key is not None:
+                outcome = idempotency.Outcome.of_result(result)
+                if not idempotency.keep(
+                    request.conn, self.tables, key, outcome, self.idempotency_ttl
+                ):
+                    raise _Undo
+        except _Undo:
+            savepoint.rollback()
+            request.undo_to(mark)
+            assert key is not None
+            answer = self._hold(request.conn, key, replay)
+            if answer is None:
+                raise ConflictError(
+                    Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
+                ) from None
+            return answer.answer()
         except BaseException as error:
             savepoint.rollback()
             request.undo_to(mark)
@@ -467,12 +492,9 @@ class Service:
                 and idempotency.is_storable(error)
             ):
                 outcome = idempotency.Outcome.of_error(error)
-                idempotency.record(request.conn, self.tables, key, outcome)
+                idempotency.keep(request.conn, self.tables, key, outcome, self.idempotency_ttl)
             raise
         savepoint.commit()
-        if key is not None:
-            outcome = idempotency.Outcome.of_result(result)
-            idempotency.record(request.conn, self.tables, key, outcome)
         return result
 
     def _run_write(

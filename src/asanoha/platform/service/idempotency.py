@@ -1,13 +1,16 @@
 """Idempotent writes: the first outcome of a write, kept under the caller's key and answered
 again to every repeat.
 
-A key belongs to one tenant, principal and handler (or the batch). Its row is inserted before
-the write runs, in the write's own transaction: a concurrent repeat inserts the same primary
-key and so waits until the first commits (then it reads and answers the stored outcome) or
-rolls back (then it runs the write itself). The outcome is set in the same transaction, so a
-committed row always holds one. A 4xx refusal rolls the write back to a savepoint taken after
-the key row and stores the refusal in that transaction; a 5xx rolls everything back and stores
-nothing, so the repeat runs again.
+A key belongs to one tenant, principal and handler (or the batch). The write's transaction
+first holds the key (``hold``): a transaction lock on it (a Postgres advisory lock; SQLite
+serialises writers anyway) and, in the same statement, the outcome stored under it. A repeat
+of a committed write answers that outcome; a repeat while the first still runs waits for its
+lock at most ``ASANOHA_IDEMPOTENCY_WAIT`` (then 409 ``idempotency_in_progress``) and then
+answers the outcome the first committed. The first stores its outcome as its last statement
+(``keep``), so a committed key always holds one and the fast path costs two statements. A 4xx
+refusal rolls the write back and stores the refusal (in a transaction of its own at the top,
+after a savepoint's rollback inside a job's or consumer's unit of work); a 5xx stores nothing,
+so the repeat runs again.
 
 The key is compared with a digest of the validated payload: the same key with another payload
 is a client bug and answers 422 ``idempotency_key_reused``.
@@ -17,12 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import re
 from typing import Any
 
 from pydantic_core import to_jsonable_python
-from sqlalchemy import Connection, and_, delete, select, update
+from sqlalchemy import Connection, and_, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 
 from asanoha.platform.errors import (
     AccessDeniedError,
@@ -39,7 +45,8 @@ from asanoha.platform.errors import (
 )
 from asanoha.platform.service.approvals import canonical_json
 from asanoha.platform.store import Tables
-from asanoha.platform.store.backends import Backend, LockWaitTimeout
+from asanoha.platform.store.backends import LOCK_NOT_AVAILABLE
+from asanoha.platform.store.inserts import execute_insert
 
 #: The longest key a caller may send.
 MAX_KEY_LENGTH = 255
@@ -156,71 +163,118 @@ class Replay:
     replayed: bool = False
 
 
-def claim(
-    conn: Connection,
-    backend: Backend,
-    tables: Tables,
-    key: IdempotencyKey,
-    ttl_seconds: float,
-    wait_seconds: float = 10.0,
+def hold(
+    conn: Connection, tables: Tables, key: IdempotencyKey, wait_seconds: float = 10.0
 ) -> Outcome | None:
-    """Take ``key`` for a write in ``conn``'s transaction, or find its stored outcome.
+    """Hold ``key`` until ``conn``'s transaction ends and return the outcome stored under
+    it (``None``: none; run the write, then ``keep`` its outcome).
 
-    ``None``: this transaction holds the key and runs the write (then ``record``). An
-    ``Outcome``: an earlier request committed it. A stored outcome is read before anything is
-    inserted, so a repeat writes nothing. Raises 422 ``idempotency_key_reused`` when the
-    key was used with another payload.
+    A request that holds the key is waited for at most ``wait_seconds``: then 409
+    ``idempotency_in_progress``. Raises 422 ``idempotency_key_reused`` when the stored
+    outcome was for another payload.
     """
-    table = tables.idempotency
-    now = dt.datetime.now(dt.UTC)
-    found = _find(conn, tables, key)
-    if found is not None and found.expires_at <= now:
-        # Kept past its time and not pruned yet: as good as gone.
-        conn.execute(delete(table).where(_matches(tables, key), table.c.expires_at <= now))
-        found = None
-    if found is None:
-        row = {
-            "tenant_id": key.tenant_id,
-            "principal": key.principal,
-            "handler_qn": key.handler_qn,
-            "key": key.key,
-            "payload_digest": key.payload_digest,
-            "status": None,
-            "body": None,
-            "created_at": now,
-            "expires_at": now + dt.timedelta(seconds=ttl_seconds),
-        }
-        # On a key another transaction inserted and has not ended, this waits for its end,
-        # at most ``wait_seconds``.
-        try:
-            if backend.insert_waiting_at_most(conn, table, row, wait_seconds) is not None:
-                return None
-        except LockWaitTimeout:
-            raise ConflictError(
-                Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
-            ) from None
+    if conn.dialect.name == "postgresql":
+        space, lock = _lock_ids(key)
+        found = conn.exec_driver_sql(
+            _hold_sql(tables.idempotency.name),
+            {
+                "space": space,
+                "lock": lock,
+                "tenant": key.tenant_id,
+                "principal": key.principal,
+                "handler": key.handler_qn,
+                "key": key.key,
+            },
+        ).one()
+        if not found.locked:
+            _wait_for(conn, space, lock, wait_seconds, key)
+            found = _find(conn, tables, key)
+    else:
         found = _find(conn, tables, key)
-        if found is None or found.status is None:
-            # Only a writer that has not committed holds an outcome-less row; one that
-            # committed and was pruned at once leaves nothing. Either way: ask again later.
-            raise ConflictError(
-                Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
-            )
+    if found is None or found.status is None:
+        return None
+    if found.expires_at <= dt.datetime.now(dt.UTC):
+        return None  # kept past its time and not pruned yet: as good as gone
     if found.payload_digest != key.payload_digest:
         raise UnprocessableError(
             Reasons.IDEMPOTENCY_KEY_REUSED, key=key.key, handler=key.handler_qn
         )
-    if found.status is None:
-        raise ConflictError(Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn)
     return Outcome(found.status, dict(found.body))
 
 
-def record(conn: Connection, tables: Tables, key: IdempotencyKey, outcome: Outcome) -> None:
-    """Store ``outcome`` on the key row this transaction claimed."""
+def keep(
+    conn: Connection, tables: Tables, key: IdempotencyKey, outcome: Outcome, ttl_seconds: float
+) -> bool:
+    """Store ``outcome`` under ``key`` in ``conn``'s transaction (replacing an expired one);
+    ``False`` when a live outcome was committed under it meanwhile: the caller undoes its
+    write and answers that one (``hold`` again)."""
     table = tables.idempotency
-    conn.execute(
-        update(table).where(_matches(tables, key)).values(status=outcome.status, body=outcome.body)
+    now = dt.datetime.now(dt.UTC)
+    row = {
+        "tenant_id": key.tenant_id,
+        "principal": key.principal,
+        "handler_qn": key.handler_qn,
+        "key": key.key,
+        "payload_digest": key.payload_digest,
+        "status": outcome.status,
+        "body": outcome.body,
+        "created_at": now,
+        "expires_at": now + dt.timedelta(seconds=ttl_seconds),
+    }
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+    def build() -> Any:
+        statement = insert(table)
+        return statement.on_conflict_do_update(
+            index_elements=list(table.primary_key),
+            set_={name: statement.excluded[name] for name in KEPT_COLUMNS},
+            # Only an expired outcome gives way (the new row's created_at is now).
+            where=table.c.expires_at <= statement.excluded.created_at,
+        ).returning(table.c.key)
+
+    return execute_insert(conn, table, row, kind="keep_outcome", build=build) is not None
+
+
+@functools.cache
+def _hold_sql(table: str) -> str:
+    """Take the key's lock (without waiting) and read its outcome, in one statement."""
+    return (
+        "SELECT pg_try_advisory_xact_lock(%(space)s, %(lock)s) AS locked, i.status, i.body, "
+        f"i.payload_digest, i.expires_at FROM (SELECT 1) AS one LEFT JOIN {table} AS i "
+        "ON i.tenant_id = %(tenant)s AND i.principal = %(principal)s "
+        "AND i.handler_qn = %(handler)s AND i.key = %(key)s"
     )
+
+
+#: What a kept outcome replaces on an expired row of the same key.
+KEPT_COLUMNS = ("payload_digest", "status", "body", "created_at", "expires_at")
+#: The first key of the idempotency locks (advisory locks of two keys): apart from the
+#: job-concurrency locks, which take one key (a separate key space).
+LOCK_SPACE = 0x1D3
+
+
+def _lock_ids(key: IdempotencyKey) -> tuple[int, int]:
+    text = "\x1f".join((key.tenant_id, key.principal, key.handler_qn, key.key))
+    value = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big", signed=True)
+    return LOCK_SPACE, value
+
+
+def _wait_for(conn: Connection, space: int, lock: int, seconds: float, key: IdempotencyKey) -> None:
+    """Wait for the request that holds ``key`` to end, at most ``seconds``; in a savepoint,
+    so that a timeout leaves an enclosing transaction usable."""
+    savepoint = conn.begin_nested()
+    try:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{max(1, int(seconds * 1000))}ms'")
+        conn.execute(select(func.pg_advisory_xact_lock(space, lock)))
+        conn.exec_driver_sql("SET LOCAL lock_timeout = DEFAULT")
+    except DBAPIError as error:
+        savepoint.rollback()
+        if getattr(error.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+            raise ConflictError(
+                Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
+            ) from None
+        raise
+    savepoint.commit()
 
 
 def prune_expired(conn: Connection, tables: Tables) -> int:
