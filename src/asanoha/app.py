@@ -113,6 +113,7 @@ class App:
         give a default."""
         default = self.settings.rate_limit_default
         limited = [handler.qn for handler in self.registry.handlers if handler.rate_limit]
+        limited += [job.qn for job in self.registry.jobs if job.rate_limit]
         if not limited and default is None:
             return None
         url = self.settings.rate_limit_redis_url

@@ -118,17 +118,32 @@ class AttemptRunner:
         except MissingTenantError as exc:
             self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, str(exc)))
             raise
+        if job.rate_limit is not None and self._service.rate_limiter is not None:
+            wait = self._service.rate_limiter.wait_for_job(
+                job.qn, job.rate_limit, meta.tenant_id, meta.triggered_by
+            )
+            if wait > 0:
+                # Over its limit: the attempt waits for room in the window, not spent.
+                self._schedule_next(
+                    job, row_id, meta.tenant_id, attempt, claim, None, wait,
+                    status="rate_limited",
+                )  # fmt: skip
+                log.info("%s %s attempt %d: over its rate limit; runs in %.1f s", job.qn,
+                         row_id, attempt, wait)  # fmt: skip
+                return
+        # Personal values are stored sealed: the job gets them opened (or FORGOTTEN).
+        personal, engine = self._service.personal, self._service.database.engine
         ctx = JobContext(
             self._service,
             job,
             meta,
             task_id=str(row_id),
             retries=attempt - 1,
-            trigger_result=claim.trigger_result,
+            trigger_result=personal.reveal_detached(engine, claim.trigger_result),
         )
         bind_attempt_log_fields(ctx)
         try:
-            returned = self._call(job, claim.payload, ctx)
+            returned = self._call(job, personal.reveal_detached(engine, claim.payload), ctx)
         except JobCancelled as exc:
             end = AttemptEnd("cancelled", CANCELLED, describe_error(exc), logs=ctx.log.kept())
             self._end(job, row_id, meta.tenant_id, attempt, claim, end)
@@ -350,7 +365,7 @@ class AttemptRunner:
         # Published here: the relay leaves it alone unless this process dies before marking
         # it published. Held in the database: the relay publishes it when it is due.
         relay_after = not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
-        spent = status != "snoozed"
+        spent = status not in ("snoozed", "rate_limited")
         end = AttemptEnd(
             status,
             PENDING,

@@ -50,7 +50,9 @@ from asanoha.platform.store import Database, Tables
 #: Characters of an error text kept in the job row and its run row.
 MAX_ERROR_LENGTH = 4000
 
-RunStatus = Literal["succeeded", "failed", "retrying", "crashed", "cancelled", "snoozed"]
+RunStatus = Literal[
+    "succeeded", "failed", "retrying", "crashed", "cancelled", "snoozed", "rate_limited"
+]
 T = TypeVar("T")
 
 

@@ -352,6 +352,7 @@ class Feature:
         per_tenant: bool = False,
         catch_up: bool = False,
         run_on_boot: bool = False,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
@@ -372,6 +373,8 @@ class Feature:
         once per tenant of ``App(tenants=...)``; ``catch_up=True``: a beat that was down
         sends the ticks it missed (else they are not replayed); ``run_on_boot=True``: the
         job runs once per deployed release (``ASANOHA_RELEASE``) when workers start.
+        ``rate_limit=RateLimit("10/minute", per="tenant")``: an attempt over the limit waits
+        until the window has room (its attempt not spent), it does not fail.
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
@@ -380,6 +383,8 @@ class Feature:
             raise DefinitionError(
                 f"{qn} has no trigger; pass on=..., cron=..., manual=True or run_on_boot=True"
             )
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise DefinitionError(f"{qn}: rate_limit= takes RateLimit('10/minute', per=...)")
         if (per_tenant or catch_up) and cron is None:
             option = "per_tenant=True" if per_tenant else "catch_up=True"
             raise DefinitionError(f"{qn}: {option} applies to cron ticks; pass cron=... or drop it")
@@ -449,6 +454,7 @@ class Feature:
                     per_tenant=bool(per_tenant),
                     catch_up=bool(catch_up),
                     run_on_boot=bool(run_on_boot),
+                    rate_limit=rate_limit,
                 )
             )
             return func

@@ -152,6 +152,9 @@ class JobDef:
     catch_up: bool = False
     #: Enqueued once per deployed release when workers start.
     run_on_boot: bool = False
+    #: How often its attempts may start, per tenant or triggering user; an attempt over
+    #: the limit waits (not spent) until the window has room.
+    rate_limit: RateLimit | None = None
 
     @property
     def keyed(self) -> bool:

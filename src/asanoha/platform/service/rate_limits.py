@@ -24,6 +24,9 @@ from asanoha.platform.service.request import RequestMeta
 
 log = logging.getLogger("asanoha.service")
 
+#: Seconds a rate-limited job attempt waits when Redis does not answer.
+UNAVAILABLE_WAIT = 5.0
+
 
 class RateLimiter:
     """Counts calls of rate-limited handlers in the Redis at ``url``."""
@@ -66,6 +69,28 @@ class RateLimiter:
             retry_after=retry_after,
             per=limit.per,
         )
+
+    def wait_for_job(
+        self, job_qn: str, limit: RateLimit, tenant_id: str, triggered_by: str | None
+    ) -> float:
+        """Count one attempt of the job ``job_qn``; return 0 when it may run, else the
+        seconds until its limit's window has room. A Redis that does not answer makes it
+        wait ``UNAVAILABLE_WAIT`` seconds (it never fails the job), unless ``fail_open``."""
+        item = limit.item
+        scope = ("tenant", tenant_id) if limit.per == "tenant" else (
+            "principal", tenant_id, triggered_by or "")  # fmt: skip
+        key = (self._namespace, job_qn, *scope)
+        try:
+            if self._strategy.hit(item, *key):
+                return 0.0
+            stats = self._strategy.get_window_stats(item, *key)
+        except (StorageError, OSError) as error:
+            if limit.fail_open:
+                log.warning("rate limit of %s not counted (%s); admitted", job_qn, error)
+                return 0.0
+            log.warning("rate limit of %s not counted (%s); the attempt waits", job_qn, error)
+            return UNAVAILABLE_WAIT
+        return max(0.1, stats.reset_time - time.time())
 
     def limit_of(self, handler: HandlerDef, user: SessionUser) -> RateLimit | None:
         """The limit counted for a call of ``handler`` by ``user``: its own, else the
