@@ -10,10 +10,12 @@ from sqlalchemy import (
     Connection,
     Engine,
     Float,
+    String,
     Table,
     cast,
     create_engine,
     event,
+    func,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -57,6 +59,10 @@ class Backend(Protocol):
 
     def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
         """``expression`` (a column or value of a field of ``kind``) as it orders and compares."""
+
+    def minute_of(self, expression: ColumnElement[Any]) -> ColumnElement[str]:
+        """The UTC minute of a timestamp column as text, ``YYYY-MM-DDTHH:MM``: rows grouped by
+        it are counted per minute in the database."""
 
     def insert_waiting_at_most(
         self, conn: Connection, table: Table, row: dict[str, Any], seconds: float
@@ -116,6 +122,10 @@ class PostgresBackend:
 
     def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
         return expression
+
+    def minute_of(self, expression: ColumnElement[Any]) -> ColumnElement[str]:
+        utc = func.timezone("UTC", expression)
+        return func.to_char(utc, 'YYYY-MM-DD"T"HH24:MI', type_=String)
 
     def after_create(self, conn: Connection) -> None:
         # Consumers use the writer's transaction id to find events committed out of id order.
@@ -216,6 +226,10 @@ class SqliteBackend:
     def comparable(self, expression: ColumnElement[Any], kind: str) -> ColumnElement[Any]:
         # Decimals are stored as text (exact); as text, "10" sorts before "9".
         return cast(expression, Float) if kind == "decimal" else expression
+
+    def minute_of(self, expression: ColumnElement[Any]) -> ColumnElement[str]:
+        # Timestamps are stored as UTC text without a zone.
+        return func.strftime("%Y-%m-%dT%H:%M", expression, type_=String)
 
 
 def _insert_unless_exists(
