@@ -8,7 +8,12 @@ from typing import Annotated
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
-from asanoha.cli.schema_gate import DEFAULT_APP_MIGRATIONS, refuse_behind, remedy
+from asanoha.cli.schema_gate import (
+    DEFAULT_APP_MIGRATIONS,
+    refuse_behind,
+    refuse_unreadable,
+    remedy,
+)
 
 migrate = typer.Typer(
     help="Schema migrations (Alembic): the platform's tables and the application's own.",
@@ -51,6 +56,7 @@ def upgrade(
         raise typer.BadParameter("Missing option '--app'.", param_hint="--app")
     from asanoha.platform.schema import bring_schema_up_to_date
     from asanoha.platform.store.migrations import app_head, app_upgrade_sql, platform_upgrade_sql
+    from asanoha.platform.store.upcasting import UnreadableEventVersionError
 
     loaded = load_app(app)
     if sql:
@@ -58,9 +64,12 @@ def upgrade(
         if app_head(migrations) is not None:
             typer.echo(app_upgrade_sql(migrations, loaded.registry, loaded.database), nl=False)
         return
-    upgrade = bring_schema_up_to_date(
-        loaded.registry, loaded.database, migrations=migrations, may_change=True
-    )
+    try:
+        upgrade = bring_schema_up_to_date(
+            loaded.registry, loaded.database, migrations=migrations, may_change=True
+        )
+    except UnreadableEventVersionError as error:
+        refuse_unreadable(error)
     status = upgrade.status
     if upgrade.platform_before == status.platform_head:
         typer.echo(f"platform tables: already at revision {status.platform_head}")

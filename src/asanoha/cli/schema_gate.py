@@ -16,8 +16,15 @@ import typer
 from asanoha.app import App
 from asanoha.platform.schema import DEFAULT_APP_MIGRATIONS, SchemaUpgrade, bring_schema_up_to_date
 from asanoha.platform.store.migrations import SchemaStatus
+from asanoha.platform.store.upcasting import UnreadableEventVersionError
 
-__all__ = ["DEFAULT_APP_MIGRATIONS", "refuse_behind", "remedy", "require_current_schema"]
+__all__ = [
+    "DEFAULT_APP_MIGRATIONS",
+    "refuse_behind",
+    "refuse_unreadable",
+    "remedy",
+    "require_current_schema",
+]
 
 
 def require_current_schema(
@@ -25,12 +32,15 @@ def require_current_schema(
 ) -> SchemaUpgrade:
     """Bring the schema up to date where this process may (SQLite), else check it; exit
     with the command to run when the database still lacks what the code uses."""
-    upgrade = bring_schema_up_to_date(
-        app.registry,
-        app.database,
-        migrations=app_migrations,
-        may_change=app.database.dialect == "sqlite",
-    )
+    try:
+        upgrade = bring_schema_up_to_date(
+            app.registry,
+            app.database,
+            migrations=app_migrations,
+            may_change=app.database.dialect == "sqlite",
+        )
+    except UnreadableEventVersionError as error:
+        refuse_unreadable(error)
     if not upgrade.status.is_current:
         refuse_behind(upgrade.status, reference)
     return upgrade
@@ -43,6 +53,12 @@ def refuse_behind(status: SchemaStatus, reference: str) -> NoReturn:
         f"error: the database schema is behind the code ({lacks}). {remedy(status, reference)}",
         err=True,
     )
+    raise typer.Exit(1)
+
+
+def refuse_unreadable(error: UnreadableEventVersionError) -> NoReturn:
+    """Print which stored event versions the code cannot read on stderr, and exit 1."""
+    typer.echo(f"error: the code cannot read stored events: {error}", err=True)
     raise typer.Exit(1)
 
 

@@ -36,6 +36,7 @@ from asanoha.platform.store.migrations.revisions import (
 from asanoha.platform.store.migrations.status import SchemaStatus, schema_status
 from asanoha.platform.store.schema import create_missing_entity_tables, create_platform_tables
 from asanoha.platform.store.tables import Tables, build_tables
+from asanoha.platform.store.upcasting import check_stored_versions
 
 #: Where the application's own migrations live unless told otherwise (from the working
 #: directory, as ``asanoha migrate`` reads it).
@@ -86,7 +87,8 @@ def bring_schema_up_to_date(
 
     ``migrations`` is the application's migrations folder; while it holds no revision (or is
     ``None``) the entity tables are made from the code. The caller decides what to do with a
-    status that is still behind (refuse to start, print the remedy, raise).
+    status that is still behind (refuse to start, print the remedy, raise). Stored events of a
+    version the code cannot bring to its own raise ``UnreadableEventVersionError``.
     """
     tables = build_tables(registry)
     changes = _Changes()
@@ -96,6 +98,9 @@ def bring_schema_up_to_date(
     status = schema_status(registry, database, migrations)
     registered: tuple[str, ...] = ()
     if status.is_current:
+        # Stored events the code cannot read stop the start (UnreadableEventVersionError).
+        with database.connect() as conn:
+            check_stored_versions(conn, tables)
         registered = _register_consumers(database, registry, tables)
     return SchemaUpgrade(
         status=status,

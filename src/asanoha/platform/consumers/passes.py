@@ -13,6 +13,7 @@ from asanoha.platform.consumers.cursors import Cursor, describe_error, save_curs
 from asanoha.platform.consumers.visibility import Visibility
 from asanoha.platform.model import ConsumerDef
 from asanoha.platform.store import StoredEvent, Tables
+from asanoha.platform.store.upcasting import upcast
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -73,7 +74,7 @@ def run_pass(
         with telemetry.consumer_pass_span(consumer.qn, scan.events) as span:
             for event in scan.events:
                 ctx = ConsumerContext(service, conn, consumer, event)
-                error = _deliver(conn, consumer, event, ctx)
+                error = _deliver(conn, tables, consumer, event, ctx)
                 if error is not None:
                     position, gaps = scan.until(event)
                     retry_at = _record_failure(
@@ -108,21 +109,30 @@ def run_pass(
 
 
 def _deliver(
-    conn: Connection, consumer: ConsumerDef, event: StoredEvent, ctx: ConsumerContext
+    conn: Connection,
+    tables: Tables,
+    consumer: ConsumerDef,
+    event: StoredEvent,
+    ctx: ConsumerContext,
 ) -> Exception | None:
     """Call the handler and keep its effects; return the error that rolled them back."""
     with telemetry.delivery_span(consumer.qn, event.id, event.type, event.metadata) as span:
-        error = _deliver_in_span(conn, consumer, event, ctx)
+        error = _deliver_in_span(conn, tables, consumer, event, ctx)
         if error is not None:
             span.outcome(*telemetry.outcome_of(error))
         return error
 
 
 def _deliver_in_span(
-    conn: Connection, consumer: ConsumerDef, event: StoredEvent, ctx: ConsumerContext
+    conn: Connection,
+    tables: Tables,
+    consumer: ConsumerDef,
+    event: StoredEvent,
+    ctx: ConsumerContext,
 ) -> Exception | None:
     try:
-        consumer.func(event, ctx)
+        # A version the code cannot read fails the delivery like a failing handler.
+        consumer.func(upcast(tables, event), ctx)
     except Exception as error:
         ctx.finish(error)
         return error

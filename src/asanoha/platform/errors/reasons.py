@@ -46,6 +46,7 @@ class Reasons(StrEnum):
     JOB_NOT_CANCELLABLE = "job_not_cancellable"
     TRANSACTION_CONFLICT = "transaction_conflict"
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
+    PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"

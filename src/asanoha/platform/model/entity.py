@@ -27,6 +27,7 @@ from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import check_field_access
 from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
 from asanoha.platform.model.transitions import check_transitions
+from asanoha.platform.model.versions import FieldUpcaster, PayloadUpcaster, check_versions
 
 #: Columns every entity table has; field names may not shadow them.
 BASE_COLUMNS = frozenset(
@@ -121,9 +122,14 @@ class Entity:
     unique: tuple[tuple[str, ...], ...] = field(default=())
     #: field -> state -> the states a row may move to (see ``model.transitions``).
     transitions: Mapping[str, Mapping[str, Sequence[str]]] = field(default_factory=dict)
+    #: The version its events are written with; ``upcasters`` bring the field values of
+    #: older ``created``/``updated`` events to it (see ``model.versions``).
+    version: int = 1
+    upcasters: Mapping[int, FieldUpcaster] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_table_name(self.table)
+        check_versions(f"entity {self.table!r}", self.version, self.upcasters)
         for name, declared in self.fields.items():
             check_field(self, name, declared)
         frozen = check_transitions(self.table, self.fields, self.transitions)
@@ -143,6 +149,16 @@ class Entity:
         if declared.kind == "select":
             return Literal[declared.choices]
         return _PY_TYPES[declared.kind]
+
+    def event_upcasters(self, verb: str) -> dict[int, PayloadUpcaster]:
+        """The upcasters of its ``verb`` event's payload: the field values of ``created``
+        (``data``) and ``updated`` (``changes``) pass through ``upcasters``; the payloads of
+        the other verbs hold no fields and stay as they are."""
+        key = {"created": "data", "updated": "changes"}.get(verb)
+        return {
+            read: _payload_upcaster(upcaster, verb, key)
+            for read, upcaster in sorted(self.upcasters.items())
+        }
 
     @functools.cached_property
     def personal_fields(self) -> frozenset[str]:
@@ -242,6 +258,15 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
         raise DefinitionError(f"{where}: a select field needs at least one choice")
     if declared.kind == "text" and (declared.max_length or 0) < 1:
         raise DefinitionError(f"{where}: max_length must be at least 1")
+
+
+def _payload_upcaster(upcaster: FieldUpcaster, verb: str, key: str | None) -> PayloadUpcaster:
+    def upcast(payload: dict[str, Any]) -> dict[str, Any]:
+        if key is None or key not in payload:
+            return payload
+        return {**payload, key: upcaster(dict(payload[key]), verb)}
+
+    return upcast
 
 
 def _camel(table: str) -> str:

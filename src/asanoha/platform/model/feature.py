@@ -35,6 +35,7 @@ from asanoha.platform.model.handlers import (
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
+from asanoha.platform.model.versions import PayloadUpcaster
 
 F = TypeVar("F", bound=Callable[..., Any])
 ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
@@ -96,7 +97,13 @@ class Feature:
         self.entities[kebab] = entity_def
         for verb in ENTITY_VERBS:
             self.events.append(
-                EventDef(qn=entity_def.event_qn(verb), feature=self.name, model=None)
+                EventDef(
+                    qn=entity_def.event_qn(verb),
+                    feature=self.name,
+                    model=None,
+                    schema_version=entity.version,
+                    upcasters=entity.event_upcasters(verb),
+                )
             )
         return entity_def
 
@@ -321,11 +328,25 @@ class Feature:
         name: str,
         model: type[BaseModel] | None = None,
         pii: Literal["none", "contains"] = "none",
+        *,
+        version: int = 1,
+        upcasters: Mapping[int, PayloadUpcaster] | None = None,
     ) -> EventDef:
-        """Declare a domain event ``<feature>:event:<name>`` with its payload model."""
+        """Declare a domain event ``<feature>:event:<name>`` with its payload model.
+
+        ``version=N``: new events are stored as version N; ``upcasters={1: up_1_2, ...}``
+        bring stored payloads of older versions to it on every read.
+        """
         qn = make_qn(self.name, "event", name)
         self._check_open(f"event {qn!r}")
-        event_def = EventDef(qn=qn, feature=self.name, model=model, pii=pii)
+        event_def = EventDef(
+            qn=qn,
+            feature=self.name,
+            model=model,
+            pii=pii,
+            schema_version=version,
+            upcasters=dict(upcasters or {}),
+        )
         self.events.append(event_def)
         return event_def
 

@@ -18,6 +18,7 @@ from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.concurrency import Concurrency
 from asanoha.platform.model.entity import Entity
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
+from asanoha.platform.model.versions import PayloadUpcaster, check_versions
 
 HandlerKind = Literal["write", "query"]
 CrudVerb = Literal["create", "update", "delete", "restore", "list", "detail"]
@@ -107,7 +108,13 @@ class EventDef:
     feature: str
     model: type[BaseModel] | None
     pii: Literal["none", "contains"] = "none"
+    #: The version new events are written with (``StoredEvent.schema_version``).
     schema_version: int = 1
+    #: The version each upcaster reads -> ``up(payload)``, the payload of the next version.
+    upcasters: Mapping[int, PayloadUpcaster] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_versions(f"event {self.qn!r}", self.schema_version, self.upcasters)
 
 
 @dataclass(frozen=True)

@@ -605,6 +605,7 @@ class EntityExecutor(EntityReader):
             payload=payload,
             metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
             created_by=self._user.id,
+            schema_version=self.entity_def.entity.version,
         )
 
     def _project(self, event: StoredEvent) -> Row | None:

@@ -95,8 +95,10 @@ def read_events(
     types: Collection[str] | None = None,
     stream_id: str | None = None,
     tenant_id: str | None = None,
+    upcast: bool = True,
 ) -> list[StoredEvent]:
-    """Events with a position above ``after``, oldest first."""
+    """Events with a position above ``after``, oldest first, in the newest shape of their
+    type (``upcast=False``: as stored, for code that rewrites stored payloads)."""
     events = tables.events
     query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(events.c.id > after)
     if types is not None:
@@ -106,15 +108,16 @@ def read_events(
     if tenant_id is not None:
         query = query.where(events.c.tenant_id == tenant_id)
     rows = conn.execute(query.order_by(events.c.id).limit(limit)).mappings()
-    return [StoredEvent(**row) for row in rows]
+    found = [StoredEvent(**row) for row in rows]
+    return tables.upcasters.upcast_all(found) if upcast else found
 
 
 def read_event(conn: Connection, tables: Tables, event_id: int) -> StoredEvent | None:
-    """The event at position ``event_id``, or ``None``."""
+    """The event at position ``event_id`` in the newest shape of its type, or ``None``."""
     events = tables.events
     query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(events.c.id == event_id)
     row = conn.execute(query).mappings().first()
-    return None if row is None else StoredEvent(**row)
+    return None if row is None else tables.upcasters.upcast(StoredEvent(**row))
 
 
 #: The event columns, in ``StoredEvent``'s field order.

@@ -10,12 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 
+from asanoha.platform.errors import ConflictError, Reasons
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
@@ -179,8 +180,12 @@ def apply_entity_event(
     conn: Connection, tables: Tables, entity_def: EntityDef, event: StoredEvent
 ) -> Row | None:
     """Write the row change that ``event`` describes; return the row, or ``None`` once gone."""
-    change = row_change(entity_def, event)
-    table = tables.entity(entity_def.key)
+    return write_row_change(conn, tables.entity(entity_def.key), row_change(entity_def, event))
+
+
+def write_row_change(conn: Connection, table: Table, change: RowChange) -> Row | None:
+    """Write ``change`` to ``table`` (the entity's table or a copy of it); return the row, or
+    ``None`` once gone."""
     if change.kind == "insert":
         execute_insert(conn, table, change.values)
         return change.values
@@ -200,43 +205,101 @@ def apply_entity_event(
 
 
 def rebuild_projection(
-    conn: Connection, tables: Tables, entity_def: EntityDef, batch: int = 5000
+    conn: Connection,
+    tables: Tables,
+    entity_def: EntityDef,
+    batch: int = 5000,
+    *,
+    drop_orphans: bool = False,
 ) -> int:
     """Empty the entity's table and replay every event of its streams; return the event count.
 
     Every event of an entity stream carries the entity's stream type, domain events appended
-    to it included (they move the row's version; see ``row_change``).
-
-    Each batch of events is folded into one change per row (the changes ``row_change`` gives
-    the live path, merged in order) and written with one statement per kind, so that a
-    replay costs a few statements per batch rather than one per event.
+    to it included (they move the row's version; see ``row_change``). A row of the table that
+    the replay does not bring back (no events) stops the rebuild with a ``ConflictError``
+    (``projection_orphan_rows``, its id in ``details.ids``) unless ``drop_orphans=True``; the
+    caller's transaction then rolls back. ``store.rebuild`` rebuilds beside live writes.
     """
     table = tables.entity(entity_def.key)
-    events = tables.events
+    before = row_keys(conn, table)
     conn.execute(delete(table))
-    # An entity with unique indexes replays event by event: merged changes of several rows
-    # could pass through a state the live sequence never had and trip an index.
-    one_by_one = bool(entity_def.entity.unique)
-    columns = [events.c[name] for name in _REPLAY_COLUMNS]
     position, replayed = 0, 0
     while True:
-        query = (
-            select(*columns)
-            .where(events.c.stream_type == entity_def.key, events.c.id > position)
-            .order_by(events.c.id)
-            .limit(batch)
-        )
-        rows = conn.execute(query).all()
-        if not rows:
-            return replayed
-        stored = [_replayed_event(row) for row in rows]
-        if one_by_one:
-            for found in stored:
-                apply_entity_event(conn, tables, entity_def, found)
-        else:
-            _write_merged(conn, table, [row_change(entity_def, found) for found in stored])
-        position = stored[-1].id
-        replayed += len(stored)
+        found = read_entity_events(conn, tables, entity_def, after=position, limit=batch)
+        if not found:
+            break
+        replay_events(conn, table, entity_def, found)
+        position = found[-1].id
+        replayed += len(found)
+    orphans = before - row_keys(conn, table)
+    if orphans and not drop_orphans:
+        raise orphan_rows_error(entity_def, orphans)
+    return replayed
+
+
+def read_entity_events(
+    conn: Connection,
+    tables: Tables,
+    entity_def: EntityDef,
+    *,
+    after: int,
+    limit: int,
+    tenant_id: str | None = None,
+) -> list[StoredEvent]:
+    """The next ``limit`` events of the entity's streams after position ``after`` (of one
+    tenant, or all), in the newest shape of their type."""
+    events = tables.events
+    query = select(*(events.c[name] for name in _REPLAY_COLUMNS)).where(
+        events.c.stream_type == entity_def.key, events.c.id > after
+    )
+    if tenant_id is not None:
+        query = query.where(events.c.tenant_id == tenant_id)
+    rows = conn.execute(query.order_by(events.c.id).limit(limit)).all()
+    return tables.upcasters.upcast_all([_replayed_event(row) for row in rows])
+
+
+def replay_events(
+    conn: Connection, table: Table, entity_def: EntityDef, events: list[StoredEvent]
+) -> None:
+    """Write the row changes of ``events`` (in position order) to ``table``.
+
+    The changes are folded into one change per row (the changes ``row_change`` gives the live
+    path, merged in order) and written with one statement per kind, so that a replay costs a
+    few statements per batch rather than one per event.
+    """
+    if entity_def.entity.unique:
+        # An entity with unique indexes replays event by event: merged changes of several
+        # rows could pass through a state the live sequence never had and trip an index.
+        for event in events:
+            write_row_change(conn, table, row_change(entity_def, event))
+    else:
+        _write_merged(conn, table, [row_change(entity_def, event) for event in events])
+
+
+RowKey = tuple[str, uuid.UUID]
+
+
+def row_keys(conn: Connection, table: Table, tenant_id: str | None = None) -> set[RowKey]:
+    """The (tenant, id) of every row of ``table`` (of one tenant, or all)."""
+    query = select(table.c.tenant_id, table.c.id)
+    if tenant_id is not None:
+        query = query.where(table.c.tenant_id == tenant_id)
+    return {(tenant, row_id) for tenant, row_id in conn.execute(query)}
+
+
+#: How many of the orphan rows' ids an error names.
+SHOWN_ORPHANS = 1000
+
+
+def orphan_rows_error(entity_def: EntityDef, orphans: Collection[RowKey]) -> ConflictError:
+    """The error that stops a rebuild which would drop ``orphans`` (rows without events)."""
+    ids = sorted(str(row_id) for _, row_id in orphans)
+    return ConflictError(
+        Reasons.PROJECTION_ORPHAN_ROWS,
+        entity=entity_def.key,
+        count=len(ids),
+        ids=ids[:SHOWN_ORPHANS],
+    )
 
 
 #: The event columns a replay reads, in ``StoredEvent`` order (metadata is not needed).

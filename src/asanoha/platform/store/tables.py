@@ -34,6 +34,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.fields import Field
 from asanoha.platform.store.search import search_index
+from asanoha.platform.store.upcasting import NO_UPCASTERS, Upcasters, upcasters_for
 
 # JSONB on Postgres, JSON text elsewhere. BigInteger identity on Postgres; SQLite only
 # auto-increments an INTEGER PRIMARY KEY.
@@ -127,6 +128,9 @@ class Tables:
     idempotency: Table
     #: Paused jobs and lanes.
     job_pauses: Table
+
+    #: What brings stored events of the registry's types to their newest shape.
+    upcasters: Upcasters = NO_UPCASTERS
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -288,6 +292,7 @@ def build_tables(registry: Registry) -> Tables:
         instruction_provenance=_provenance_table(metadata),
         idempotency=_idempotency_table(metadata),
         job_pauses=job_pauses,
+        upcasters=upcasters_for(registry),
     )
 
 
