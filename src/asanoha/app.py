@@ -11,6 +11,7 @@ from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature, RateLimit, Registry
+from asanoha.platform.personal.boot import key_wrapper_of
 from asanoha.platform.schema import (
     DEFAULT_APP_MIGRATIONS,
     SchemaBehindError,
@@ -100,6 +101,7 @@ class App:
             idempotency_wait=self.settings.idempotency_wait,
             rate_limiter=self._rate_limiter(),
             broker_hold=self._broker_hold,
+            key_wrapper=key_wrapper_of(self.settings),
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)

@@ -107,6 +107,12 @@ class Settings(BaseSettings):
     #: With tracing on (``OTEL_*``), a span for every SQL statement of the application's
     #: database (the statement, never its parameters).
     trace_sql: bool = False
+    #: Master keys that wrap the data keys of personal values: base64 keys of 32 bytes,
+    #: comma-separated while rotating (the first wraps, all unwrap). Unset: personal values
+    #: are stored as they are, which ``serve`` and ``worker`` refuse outside development.
+    master_key: str | None = None
+    #: ``plaintext``: run without a master key outside development (with a warning).
+    personal_data: Literal["encrypted", "plaintext"] = "encrypted"
 
     @property
     def jwt_secrets(self) -> tuple[str, ...]:

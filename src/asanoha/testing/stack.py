@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from asanoha.app import App
 from asanoha.platform.consumers import Consumers, drain_consumers
 from asanoha.platform.model import Feature, Registry, SessionUser
+from asanoha.platform.personal.master_keys import generate_master_key
 from asanoha.platform.service import Service
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, Tables
@@ -55,6 +56,8 @@ def stack_settings(database_url: str, suffix: str, settings: SettingsOverride) -
     defaults: dict[str, Any] = {
         "broker_url": broker_url_for_tests(),
         "jwt_secret": secrets.token_urlsafe(32),
+        # Personal values are sealed in tests as in production.
+        "master_key": generate_master_key(),
     }
     return Settings(**{**defaults, **dict(settings or {}), **isolated})
 

@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import (
     Connection,
     Engine,
+    Update,
     and_,
     bindparam,
     case,
@@ -292,6 +293,101 @@ class JobRows:
             outbox.c.claim_token == bindparam("end_token"),
         )
         self._record = insert(tables.job_runs)
+        # The keys a limited claim and a wake look up first.
+        self._keys = select(outbox.c.concurrency_key, outbox.c.slot_key, outbox.c.created_at).where(
+            outbox.c.id == bindparam("row_id")
+        )
+        # Built once per shape (which of the two keys the row holds), as the others are.
+        self._limited_claims = {
+            (key, slot): self._build_limited_claim(key, slot)
+            for key in (False, True)
+            for slot in (False, True)
+        }
+        self._waiting = {
+            column.name: select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
+            .where(
+                column == bindparam("wake_key"),
+                outbox.c.state == PENDING,
+                outbox.c.claim_token == WAITING_TOKEN,
+                outbox.c.published_at.is_(None),
+            )
+            .order_by(outbox.c.created_at, outbox.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            for column in (outbox.c.concurrency_key, outbox.c.slot_key)
+        }
+        # No longer waiting: another end does not wake it a second time.
+        self._wake = (
+            update(outbox)
+            .where(outbox.c.id == bindparam("row_id"))
+            .values(relay_after=bindparam("wake_relay_after"), claim_token=None)
+        )
+
+    def _build_limited_claim(self, key: bool, slot: bool) -> Update:
+        """The claim of a row whose running attempts must leave room: none of its key
+        running and no older row of the key due (``key``), fewer than ``limit_max`` of its
+        slot running (``slot``)."""
+        outbox = self._tables.outbox
+        other = outbox.alias("other")
+        room = [self._not_paused]
+        if key:
+            room.append(
+                ~exists().where(
+                    other.c.concurrency_key == bindparam("limit_key"), other.c.state == RUNNING
+                )
+            )
+            # Enqueue order: no older row of the key is due before this one.
+            room.append(
+                ~exists().where(
+                    other.c.concurrency_key == bindparam("limit_key"),
+                    other.c.state == PENDING,
+                    other.c.not_before <= bindparam("claim_started"),
+                    tuple_(other.c.created_at, other.c.id)
+                    < tuple_(
+                        bindparam("limit_created", type_=outbox.c.created_at.type),
+                        bindparam("row_id", type_=outbox.c.id.type),
+                    ),
+                )
+            )
+        if slot:
+            running = (
+                select(func.count())
+                .select_from(other)
+                .where(other.c.slot_key == bindparam("limit_slot"), other.c.state == RUNNING)
+                .scalar_subquery()
+            )
+            room.append(running < bindparam("limit_max"))
+        return (
+            update(outbox)
+            .where(
+                outbox.c.id == bindparam("row_id"),
+                or_(
+                    and_(
+                        outbox.c.state == PENDING,
+                        outbox.c.attempt < bindparam("claim_attempt"),
+                        *room,
+                    ),
+                    and_(
+                        outbox.c.state == RUNNING,
+                        outbox.c.attempt == bindparam("claim_attempt"),
+                        outbox.c.claim_token == bindparam("claim_token"),
+                    ),
+                ),
+            )
+            .values(
+                state=RUNNING,
+                attempt=bindparam("claim_attempt"),
+                started_at=bindparam("claim_started"),
+                claim_token=bindparam("claim_token"),
+            )
+            .returning(
+                outbox.c.job_qn,
+                outbox.c.payload,
+                outbox.c.headers,
+                outbox.c.trigger_result,
+                outbox.c.priority,
+            )
+        )
 
     @property
     def _engine(self) -> Engine:
@@ -337,64 +433,26 @@ class JobRows:
     ) -> Claim | Unclaimed:
         """A claim that first counts the running attempts of the row's keys, under their
         locks: one transaction, so that two workers never both find the last slot free."""
-        outbox = self._tables.outbox
         with self._database.begin() as conn:
-            keys = conn.execute(
-                select(outbox.c.concurrency_key, outbox.c.slot_key, outbox.c.created_at).where(
-                    outbox.c.id == row_id
-                )
-            ).first()
+            keys = conn.execute(self._keys, {"row_id": row_id}).first()
             if keys is None:
                 return Unclaimed("missing", 0)
             key = keys.concurrency_key if limit.sequential else None
             slot = keys.slot_key if limit.max_per_tenant is not None else None
             lock_keys(conn, [held for held in (key, slot) if held])
-            other = outbox.alias("other")
-            room = [self._not_paused]
-            if key:
-                room.append(
-                    ~exists().where(other.c.concurrency_key == key, other.c.state == RUNNING)
-                )
-                # Enqueue order: no older row of the key is due before this one.
-                room.append(
-                    ~exists().where(
-                        other.c.concurrency_key == key,
-                        other.c.state == PENDING,
-                        other.c.not_before <= started,
-                        tuple_(other.c.created_at, other.c.id) < tuple_(keys.created_at, row_id),
-                    )
-                )
-            if slot and limit.max_per_tenant is not None:
-                running = (
-                    select(func.count())
-                    .select_from(other)
-                    .where(other.c.slot_key == slot, other.c.state == RUNNING)
-                    .scalar_subquery()
-                )
-                room.append(running < limit.max_per_tenant)
-            claim = (
-                update(outbox)
-                .where(
-                    outbox.c.id == row_id,
-                    or_(
-                        and_(outbox.c.state == PENDING, outbox.c.attempt < attempt, *room),
-                        and_(
-                            outbox.c.state == RUNNING,
-                            outbox.c.attempt == attempt,
-                            outbox.c.claim_token == token,
-                        ),
-                    ),
-                )
-                .values(state=RUNNING, attempt=attempt, started_at=started, claim_token=token)
-                .returning(
-                    outbox.c.job_qn,
-                    outbox.c.payload,
-                    outbox.c.headers,
-                    outbox.c.trigger_result,
-                    outbox.c.priority,
-                )
-            )
-            row = conn.execute(claim, {"claim_lane": lane_target(lane)}).first()
+            claim = self._limited_claims[(bool(key), bool(slot))]
+            values = {
+                "row_id": row_id,
+                "claim_attempt": attempt,
+                "claim_started": started,
+                "claim_token": token,
+                "claim_lane": lane_target(lane),
+                "limit_key": key,
+                "limit_created": keys.created_at,
+                "limit_slot": slot,
+                "limit_max": limit.max_per_tenant,
+            }
+            row = conn.execute(claim, values).first()
             if row is not None:
                 return Claim(
                     row.job_qn,
@@ -556,44 +614,24 @@ class JobRows:
         """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
         its keys, made due (its message is the caller's to publish; the relay sends it
         should the caller not)."""
-        outbox = self._tables.outbox
         relay_after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=RELAY_GRACE)
 
         def write() -> list[WaitingRow]:
             with self._engine.begin() as conn:
-                keys = conn.execute(
-                    select(outbox.c.concurrency_key, outbox.c.slot_key).where(outbox.c.id == row_id)
-                ).first()
+                keys = conn.execute(self._keys, {"row_id": row_id}).first()
                 if keys is None:
                     return []
                 woken: list[WaitingRow] = []
                 for column, key in (
-                    (outbox.c.concurrency_key, keys.concurrency_key),
-                    (outbox.c.slot_key, keys.slot_key),
+                    ("concurrency_key", keys.concurrency_key),
+                    ("slot_key", keys.slot_key),
                 ):
                     if not key:
                         continue
-                    query = (
-                        select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
-                        .where(
-                            column == key,
-                            outbox.c.state == PENDING,
-                            outbox.c.claim_token == WAITING_TOKEN,
-                            outbox.c.published_at.is_(None),
-                        )
-                        .order_by(outbox.c.created_at, outbox.c.id)
-                        .limit(1)
-                        .with_for_update(skip_locked=True)
-                    )
-                    row = conn.execute(query).first()
+                    row = conn.execute(self._waiting[column], {"wake_key": key}).first()
                     if row is None:
                         continue
-                    conn.execute(
-                        update(outbox)
-                        .where(outbox.c.id == row.id)
-                        # No longer waiting: another end does not wake it a second time.
-                        .values(relay_after=relay_after, claim_token=None)
-                    )
+                    conn.execute(self._wake, {"row_id": row.id, "wake_relay_after": relay_after})
                     woken.append(
                         WaitingRow(
                             uuid.UUID(str(row.id)), row.job_qn, row.attempt + 1, row.priority

@@ -35,7 +35,7 @@ note = Entity(
 ticket = Entity(
     table="owned_tickets",
     fields={
-        "holder": fields.text(personal="self", filterable=True),
+        "holder": fields.text(personal=False, reason="the owner's user id", filterable=True),
         "title": fields.text(personal=False, reason="test"),
     },
 )

@@ -19,6 +19,7 @@ from asanoha import (
     VersionConflictError,
 )
 from asanoha.platform.errors import InternalError
+from asanoha.platform.personal import FORGOTTEN
 from asanoha.platform.store import append_event, read_events, rebuild_projection
 from asanoha.testing import TestUsers
 from tests.integration.core.features import gate
@@ -295,24 +296,32 @@ def test_an_update_onto_a_taken_unique_value_answers_409(stack: Any) -> None:
     assert len(stream(stack, bob["id"])) == 1
 
 
-# -- forget scrubs everything personal of the row -------------------------------------------
+# -- forget destroys the row's key: every copy of its values reads as forgotten --------------
 
 
-def test_forget_scrubs_every_event_of_a_long_stream(stack: Any) -> None:
+def revealed(stack: Any, value: Any) -> Any:
+    """``value`` as a reader gets it: its sealed personal values opened."""
+    with stack.db.connect() as conn:
+        return stack.service.personal.vault(conn).reveal(value)
+
+
+def test_forget_leaves_every_event_of_a_long_stream_as_it_was(stack: Any) -> None:
     row = create_note(stack, email="first@example.org")
     stack.service.dispatch_write(
         "integrity:write:retype-email", {"id": str(row["id"]), "count": 1050}, ADMIN
     )
+    before = stream(stack, row["id"])
     forgotten = stack.http.write_ok("integrity:write:forget-note", {"id": str(row["id"])}, ADMIN)
     assert forgotten["forgotten"] is True
     events = stream(stack, row["id"])
     assert len(events) == 1 + 1050 + 1
-    personal = [
-        e.version
-        for e in events
-        if (e.payload.get("data") or e.payload.get("changes") or {}).get("email") is not None
+    # No stored event changed: the forgotten event was appended, nothing rewritten.
+    assert [e.payload for e in events[:-1]] == [e.payload for e in before]
+    emails = [
+        (e.payload.get("data") or e.payload.get("changes") or {}).get("email") for e in events
     ]
-    assert personal == []
+    assert "first@example.org" not in str(emails) and "person-0@" not in str(emails)
+    assert {revealed(stack, email) for email in emails[:-1]} == {FORGOTTEN}
     assert events[0].payload["data"]["title"] == "n"
 
 
@@ -330,24 +339,23 @@ def notes_with_changed_emails(stack: Any) -> tuple[dict[str, Any], dict[str, Any
     return row, kept
 
 
-def test_forget_scrubs_the_job_payloads_of_the_row(stack: Any) -> None:
+def test_job_payloads_of_the_row_hold_its_ciphertext_and_read_forgotten(stack: Any) -> None:
     row, kept = notes_with_changed_emails(stack)
-    stack.http.write_ok("integrity:write:forget-note", {"id": str(row["id"])}, ADMIN)
     outbox = stack.tables.outbox
     with stack.db.connect() as conn:
-        payloads = {p["id"]: p for p in conn.execute(select(outbox.c.payload)).scalars().all()}
-    assert payloads[str(row["id"])]["changes"]["email"] is None
-    assert payloads[str(kept["id"])]["changes"]["email"] == "b2@example.org"
-    # The update's result, kept on the job row for ctx.trigger.result, is scrubbed too.
-    with stack.db.connect() as conn:
-        results = {
-            r["id"]: r for r in conn.execute(select(outbox.c.trigger_result)).scalars().all()
-        }
-    assert results[str(row["id"])]["email"] is None
-    assert results[str(kept["id"])]["email"] == "b2@example.org"
+        stored = conn.execute(select(outbox.c.payload, outbox.c.trigger_result)).all()
+    assert "@example.org" not in str(stored)
+    stack.http.write_ok("integrity:write:forget-note", {"id": str(row["id"])}, ADMIN)
+    payloads = {p["id"]: p for p, _ in stored}
+    assert revealed(stack, payloads[str(row["id"])])["changes"]["email"] is FORGOTTEN
+    assert revealed(stack, payloads[str(kept["id"])])["changes"]["email"] == "b2@example.org"
+    # The update's result, kept on the job row for ctx.trigger.result, is sealed too.
+    results = {r["id"]: r for _, r in stored}
+    assert revealed(stack, results[str(row["id"])])["email"] is FORGOTTEN
+    assert revealed(stack, results[str(kept["id"])])["email"] == "b2@example.org"
 
 
-def test_forget_scrubs_the_payloads_of_jobs_triggered_by_the_rows_events(stack: Any) -> None:
+def test_jobs_triggered_by_the_rows_events_read_its_values_as_forgotten(stack: Any) -> None:
     row, _kept = notes_with_changed_emails(stack)
     # The job-trigger consumer enqueues "note-event" with each update event's payload.
     stack.consumers.run_once()
@@ -358,11 +366,13 @@ def test_forget_scrubs_the_payloads_of_jobs_triggered_by_the_rows_events(stack: 
             payloads = conn.execute(
                 select(outbox.c.payload).where(outbox.c.job_qn == "integrity:job:note-event")
             ).scalars()
-            return sorted(str(p["changes"]["email"]) for p in payloads)
+            stored = [p["changes"]["email"] for p in payloads]
+        assert "@example.org" not in str(stored)
+        return sorted(str(revealed(stack, email)) for email in stored)
 
     assert event_job_emails() == ["a2@example.org", "b2@example.org"]
     stack.http.write_ok("integrity:write:forget-note", {"id": str(row["id"])}, ADMIN)
-    assert event_job_emails() == ["None", "b2@example.org"]
+    assert event_job_emails() == ["[forgotten]", "b2@example.org"]
 
 
 # -- a pre-save hook's mistake is not the caller's ------------------------------------------

@@ -16,7 +16,7 @@ note = Entity(
     table="notes",
     fields={
         "title": fields.text(personal=False, reason="test"),
-        "holder": fields.text(personal="self"),
+        "holder": fields.text(personal=False, reason="the owner's user id"),
         "parent": fields.reference("shop:note"),
         "count": fields.integer(),
     },

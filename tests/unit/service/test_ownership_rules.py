@@ -27,7 +27,10 @@ entity_def = feature.crud(
     "ticket",
     Entity(
         table="tickets",
-        fields={"holder": fields.text(personal="self"), "card": fields.reference("shop:ticket")},
+        fields={
+            "holder": fields.text(personal=False, reason="the owner's user id"),
+            "card": fields.reference("shop:ticket"),
+        },
     ),
     write=Access(roles=["Staff"], owner="holder", bypass_roles=["Auditor"]),
     read=Access(roles=["Staff"]),

@@ -12,6 +12,7 @@ from asanoha.platform.consumers.context import ConsumerContext
 from asanoha.platform.consumers.cursors import Cursor, describe_error, save_cursor
 from asanoha.platform.consumers.visibility import Visibility
 from asanoha.platform.model import ConsumerDef
+from asanoha.platform.personal.events import reveal_event
 from asanoha.platform.store import StoredEvent, Tables
 from asanoha.platform.store.upcasting import upcast
 
@@ -132,7 +133,7 @@ def _deliver_in_span(
 ) -> Exception | None:
     try:
         # A version the code cannot read fails the delivery like a failing handler.
-        consumer.func(upcast(tables, event), ctx)
+        consumer.func(reveal_event(conn, upcast(tables, event)), ctx)
     except Exception as error:
         ctx.finish(error)
         return error

@@ -179,6 +179,12 @@ def check_owner(owner: str | OwnerCheck, fields: Mapping[str, Field], qn: str) -
             f"{qn}: Access(owner={owner!r}) names a field of kind {declared.kind}; an owner field "
             "holds a user id: a text or reference field, or 'created_by'"
         )
+    if declared.is_personal:
+        raise DefinitionError(
+            f"{qn}: Access(owner={owner!r}) names a personal field; rows are looked up by the "
+            "caller's user id, which an encrypted value cannot be compared with: declare it "
+            "personal=False, reason='the owner's user id'"
+        )
 
 
 def check_field_access(access: Access | None, option: str, where: str) -> None:

@@ -238,6 +238,14 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
         )
     if declared.personal is False and not (declared.reason and declared.reason.strip()):
         raise DefinitionError(f"{where}: personal=False needs a non-empty reason='...'")
+    if declared.is_personal and (declared.sortable or declared.searchable):
+        # Personal values are stored encrypted: only equality (a blind index) can be asked.
+        option = "sortable" if declared.sortable else "searchable"
+        raise DefinitionError(
+            f"{where} is personal data (stored encrypted) and cannot be {option}; drop "
+            f"{option}=True (filterable=True still finds equal values), or declare "
+            "personal=False, reason='...' if it is not personal data"
+        )
     if isinstance(declared.personal, Mapping):
         subject = declared.personal.get("of")
         if set(declared.personal) != {"of"} or subject not in entity.fields:

@@ -16,6 +16,7 @@ from asanoha.platform.model.concurrency import Concurrency, check_concurrency
 from asanoha.platform.model.cron import check_cron
 from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.fields import EventPii, check_event_pii
 from asanoha.platform.model.handlers import (
     CONSUMER_BACKOFF,
     ConsumerDef,
@@ -327,14 +328,15 @@ class Feature:
         self,
         name: str,
         model: type[BaseModel] | None = None,
-        pii: Literal["none", "contains"] = "none",
+        pii: EventPii = "none",
         *,
         version: int = 1,
         upcasters: Mapping[int, PayloadUpcaster] | None = None,
     ) -> EventDef:
         """Declare a domain event ``<feature>:event:<name>`` with its payload model.
 
-        ``version=N``: new events are stored as version N; ``upcasters={1: up_1_2, ...}``
+        ``pii={"email": "self", ...}``: its personal fields and their subject, encrypted like
+        an entity's. ``version=N``: new events are stored as version N; ``upcasters={1: up_1_2, ...}``
         bring stored payloads of older versions to it on every read.
         """
         qn = make_qn(self.name, "event", name)
@@ -343,7 +345,7 @@ class Feature:
             qn=qn,
             feature=self.name,
             model=model,
-            pii=pii,
+            pii=check_event_pii(qn, model, pii),
             schema_version=version,
             upcasters=dict(upcasters or {}),
         )

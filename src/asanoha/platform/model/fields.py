@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access
 
 FieldKind = Literal[
@@ -27,6 +28,9 @@ FieldKind = Literal[
 ]
 #: ``False`` (with a reason), the subject themself, the tenant, or the subject named by a field.
 PersonalStance = Literal[False, "self", "tenant"] | Mapping[str, str] | None
+
+#: A domain event's personal fields and their stance (``feature.event(..., pii={...})``).
+EventPii = Literal["none"] | Mapping[str, PersonalStance]
 
 TEXT_KINDS: frozenset[str] = frozenset({"text", "long_text"})
 INSTRUCTION_KINDS: frozenset[str] = frozenset({"text", "long_text", "json"})
@@ -254,3 +258,34 @@ def reference(
         read=read,
         write=write,
     )
+
+
+def check_event_pii(qn: str, model: Any, pii: Any) -> EventPii:
+    """A domain event's ``pii=``: ``"none"``, or a map of its personal fields to their stance
+    (``"self"``: the event's stream; ``"tenant"``; ``{"of": "<field>"}``: the subject another
+    field of the payload names)."""
+    if pii == "none":
+        return "none"
+    remedy = (
+        "pass pii={'<field>': 'self' | 'tenant' | {'of': '<field>'}, ...} naming each personal "
+        "field of the payload and whose data it is"
+    )
+    if not isinstance(pii, Mapping) or not pii:
+        raise DefinitionError(f"event {qn!r}: pii={pii!r} names no field; {remedy}")
+    declared = getattr(model, "model_fields", None)
+    for name, stance in pii.items():
+        if declared is not None and name not in declared:
+            raise DefinitionError(
+                f"event {qn!r}: pii names {name!r}, which its payload model does not have "
+                f"(fields: {sorted(declared)})"
+            )
+        if isinstance(stance, Mapping):
+            named = stance.get("of")
+            if set(stance) != {"of"} or (declared is not None and named not in declared):
+                raise DefinitionError(
+                    f"event {qn!r}: pii[{name!r}]={dict(stance)!r} must be {{'of': '<field>'}} "
+                    "naming another field of the payload"
+                )
+        elif stance not in ("self", "tenant"):
+            raise DefinitionError(f"event {qn!r}: pii[{name!r}]={stance!r} is no stance; {remedy}")
+    return dict(pii)

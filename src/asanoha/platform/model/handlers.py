@@ -17,6 +17,7 @@ from asanoha.platform.model.agent_hints import check_declared_hints
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.concurrency import Concurrency
 from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.fields import EventPii
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
 from asanoha.platform.model.versions import PayloadUpcaster, check_versions
 
@@ -107,7 +108,8 @@ class EventDef:
     qn: str
     feature: str
     model: type[BaseModel] | None
-    pii: Literal["none", "contains"] = "none"
+    #: ``"none"``, or its personal fields and their stance (see ``fields.check_event_pii``).
+    pii: EventPii = "none"
     #: The version new events are written with (``StoredEvent.schema_version``).
     schema_version: int = 1
     #: The version each upcaster reads -> ``up(payload)``, the payload of the next version.

@@ -42,6 +42,10 @@ from asanoha.platform.model import (
     resolve_agent_exposure,
     to_kebab,
 )
+from asanoha.platform.personal.events import seal_event_payload
+from asanoha.platform.personal.master_keys import KeyWrapper
+from asanoha.platform.personal.vault import PersonalData
+from asanoha.platform.personal.vault import attach as attach_personal_data
 from asanoha.platform.service import (
     gates,
     idempotency,
@@ -110,6 +114,7 @@ class Service:
         idempotency_wait: float = 10.0,
         rate_limiter: RateLimiter | None = None,
         broker_hold: Callable[[str], float] | None = None,
+        key_wrapper: KeyWrapper | None = None,
     ) -> None:
         self.registry = registry
         #: Lane -> the QNs of its jobs (a paused lane pauses them).
@@ -128,6 +133,10 @@ class Service:
         self.database = database
         self.tables = tables or build_tables(registry)
         self.publisher = publisher
+        #: How personal values are stored: sealed under per-subject keys that ``key_wrapper``
+        #: wraps; without one (development only) as they are.
+        self.personal = PersonalData(key_wrapper, self.tables, database.backend)
+        attach_personal_data(self.personal, database.engine)
         # Without a configured key (a bare Service in one process) a random one: tokens then
         # hold only in this process.
         signer = ApprovalSigner(approval_key or secrets.token_bytes(32))
@@ -638,6 +647,10 @@ class Service:
         else:
             raise invalid_field(handler.qn, "$", "dict_type", "an event payload is a JSON object")
         conn = request.conn
+        if declared.pii != "none":
+            body = seal_event_payload(
+                self.personal.vault(conn), declared, user.tenant_id, stream_id, body
+            )
         entity_def = stream_entity(conn, self.tables, self.registry, user.tenant_id, stream_id)
         self._check_stream_type(handler, entity_def, stream_id, stream_type)
         expected = expected_version

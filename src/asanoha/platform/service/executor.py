@@ -27,11 +27,18 @@ from asanoha.platform.errors import (
 from asanoha.platform.model import EntityDef, SessionUser
 from asanoha.platform.model.crud import MAX_LIST_OFFSET
 from asanoha.platform.model.transitions import check_move
+from asanoha.platform.personal import entities as personal_entities
+from asanoha.platform.personal.blind_index import (
+    BLIND_OPERATORS,
+    blind_column,
+    blind_indexed_fields,
+)
+from asanoha.platform.personal.vault import Vault
 from asanoha.platform.service import field_access, gates, ownership, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, keyset
-from asanoha.platform.store.erasure import scrub_job_payloads, scrub_stream
+from asanoha.platform.store.erasure import forget_subject
 from asanoha.platform.store.projections import Row, encode_values
 from asanoha.platform.store.search import search_condition, search_words, searchable_fields
 
@@ -80,9 +87,12 @@ class EntityReader:
         if not include_deleted and self.entity_def.entity.soft_delete:
             query = query.where(self._table.c.is_deleted.is_(False))
         found = self._conn.execute(query).mappings().first()
-        if found is None or not self._owns(dict(found), "read"):
+        if found is None:
             return None
-        return self._shown([dict(found)])[0]
+        row = self._reveal([dict(found)])[0]
+        if not self._owns(row, "read"):
+            return None
+        return self._shown([row])[0]
 
     def get(self, id: uuid.UUID | str) -> Row:
         """The row; ``NotFoundError`` when there is none."""
@@ -135,7 +145,9 @@ class EntityReader:
                 )
         else:
             page_query = page_query.offset(self._check_offset(offset))
-        rows = [dict(r) for r in self._conn.execute(page_query.limit(limit + 1)).mappings()]
+        rows = self._reveal(
+            [dict(r) for r in self._conn.execute(page_query.limit(limit + 1)).mappings()]
+        )
         page = rows[:limit]
         next_cursor = None
         if len(rows) > limit:
@@ -146,7 +158,9 @@ class EntityReader:
         result: dict[str, Any] = {"rows": self._shown(page), "next_cursor": next_cursor}
         if with_total and rule is not None and not rule.is_column:
             # A function owner is asked of every matching row: its count reads them all.
-            matching = (dict(r) for r in self._conn.execute(query.order_by(None)).mappings())
+            matching = self._reveal(
+                [dict(r) for r in self._conn.execute(query.order_by(None)).mappings()]
+            )
             result["total"] = len(ownership.keep_owned(rule, matching, self._user))
         elif with_total:
             # A second query over the same conditions, without order, cursor or limit.
@@ -178,7 +192,9 @@ class EntityReader:
         while len(kept) <= limit and len(batch) > limit:
             last = [batch[-1][key.name] for key in keys]
             more = query.order_by(*keyset.order_by(keys)).where(keyset.after(keys, last))
-            batch = [dict(r) for r in self._conn.execute(more.limit(limit + 1)).mappings()]
+            batch = self._reveal(
+                [dict(r) for r in self._conn.execute(more.limit(limit + 1)).mappings()]
+            )
             kept += ownership.keep_owned(rule, batch, self._user)
         page = kept[:limit]
         if len(kept) <= limit:
@@ -189,6 +205,16 @@ class EntityReader:
         """Whether the caller owns ``row`` (a function owner is asked per row)."""
         rule = self._owner_rule(reach)
         return rule is None or ownership.owned(rule, row, self._user)
+
+    @property
+    def _vault(self) -> Vault:
+        return self._service.personal.vault(self._conn)
+
+    def _reveal(self, rows: Rows) -> Rows:
+        """``rows`` as read, with their personal values opened (see ``personal``)."""
+        if not self.entity_def.entity.personal_fields:
+            return rows
+        return personal_entities.reveal_rows(self._vault, self.entity_def, rows)
 
     @functools.cached_property
     def _hidden(self) -> frozenset[str]:
@@ -221,12 +247,13 @@ class EntityReader:
         if for_update:
             query = query.with_for_update()
         found = self._conn.execute(query).mappings().first()
+        row = None if found is None else self._reveal([dict(found)])[0]
         # Another's row answers as a missing one: "not yours" would disclose that it exists.
-        if found is None or not self._owns(dict(found), "write"):
+        if row is None or not self._owns(row, "write"):
             raise NotFoundError(Reasons.ENTITY_NOT_FOUND, entity=self.entity_def.key, id=str(id))
-        if not include_deleted and self.entity_def.entity.soft_delete and found["is_deleted"]:
+        if not include_deleted and self.entity_def.entity.soft_delete and row["is_deleted"]:
             raise ConflictError(Reasons.ENTITY_DELETED, entity=self.entity_def.key, id=str(id))
-        return dict(found)
+        return row
 
     def _load_live(self, id: uuid.UUID | str, for_update: bool = False) -> Row:
         return self._load(id, include_deleted=False, for_update=for_update)
@@ -285,7 +312,16 @@ class EntityReader:
                 entity.field_python_type(name) | None
             )
             column = self._table.c[name]
+            blind = name in blind_indexed_fields(entity)
             for op, raw in operations.items():
+                if blind and op in FILTER_OPERATORS and op not in BLIND_OPERATORS:
+                    # A personal value is encrypted: its blind index tells only equal values.
+                    raise invalid_field(
+                        self._handler_qn,
+                        f"filter.{name}.{op}",
+                        "not_filterable",
+                        f"{name!r} is personal data: filter it with eq, ne or in only",
+                    )
                 if op not in FILTER_OPERATORS:
                     raise invalid_field(
                         self._handler_qn,
@@ -310,8 +346,24 @@ class EntityReader:
                         "invalid_value",
                         str(error).splitlines()[0],
                     ) from None
-                query = query.where(self._compare(name, column, op, value))
+                if blind:
+                    query = query.where(self._compare_blind(name, op, value))
+                else:
+                    query = query.where(self._compare(name, column, op, value))
         return query
+
+    def _compare_blind(self, name: str, op: str, value: Any) -> Any:
+        """An equality filter on a personal field, through its blind index column."""
+        column = self._table.c[blind_column(name)]
+
+        def blind(one: Any) -> Any:
+            return personal_entities.blind_value(
+                self._vault, self.entity_def, self._user.tenant_id, name, one
+            )
+
+        if op == "in":
+            return column.in_([blind(one) for one in value])
+        return _compare(column, op, None if value is None else blind(value))
 
     def _compare(self, name: str, column: Any, op: str, value: Any) -> Any:
         if op not in ("lt", "lte", "gt", "gte") or value is None:
@@ -402,7 +454,7 @@ class EntityExecutor(EntityReader):
             str(stream_id),
             0,
             "created",
-            {"data": encode_values(values)},
+            self._sealed("data", str(stream_id), values, None),
             may_conflict=bool(entity.unique),
         )
 
@@ -438,7 +490,7 @@ class EntityExecutor(EntityReader):
             str(row["id"]),
             row["version"],
             "updated",
-            {"changes": encode_values(values)},
+            self._sealed("changes", str(row["id"]), values, row),
             may_conflict=not self._unique_fields.isdisjoint(values),
         )
 
@@ -469,12 +521,20 @@ class EntityExecutor(EntityReader):
         return self._record(str(row["id"]), row["version"], "restored", {})  # type: ignore[return-value]
 
     def forget(self, id: uuid.UUID | str) -> Row:
-        """Erase the row and the personal values in its stream's events and its jobs' payloads.
-        Irreversible."""
+        """Delete the row and destroy its data key: every personal value of the row (its
+        subject), in its events, job rows and results, reads as ``FORGOTTEN`` from now on.
+        Appends a ``forgotten`` event; no stored event changes. Irreversible."""
         gates.check_irreversible(self._request, self.entity_def, "forget")
         row = self._load(id, include_deleted=True, for_update=True)
         stream_id = str(row["id"])
-        self._scrub_personal_values(stream_id)
+        forget_subject(
+            self._service.personal,
+            self._conn,
+            tenant_id=self._user.tenant_id,
+            subject=stream_id,
+            by=self._user.id,
+            reason=f"{self._handler_qn} forgot {self.entity_def.key} {stream_id}",
+        )
         self._record(stream_id, row["version"], "forgotten", {})
         return {"id": row["id"], "version": row["version"] + 1, "forgotten": True}
 
@@ -483,6 +543,19 @@ class EntityExecutor(EntityReader):
     @functools.cached_property
     def _unique_fields(self) -> frozenset[str]:
         return frozenset(name for index in self.entity_def.entity.unique for name in index)
+
+    def _sealed(
+        self, key: str, stream_id: str, values: Mapping[str, Any], current: Row | None
+    ) -> dict[str, Any]:
+        """The event payload of ``values`` under ``key``, personal values sealed (and their
+        blind indexes under ``"blind"``)."""
+        encoded = encode_values(values)
+        if self.entity_def.entity.personal_fields.isdisjoint(encoded):
+            return {key: encoded}
+        sealed, blind = personal_entities.seal_entity_values(
+            self._vault, self.entity_def, self._user.tenant_id, stream_id, encoded, current
+        )
+        return {key: sealed, "blind": blind} if blind else {key: sealed}
 
     def _validate(self, model: type[pydantic.BaseModel], data: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -578,6 +651,8 @@ class EntityExecutor(EntityReader):
                 savepoint.rollback()
                 raise
             savepoint.commit()
+        if row is not None:
+            row = self._reveal([row])[0]
         if self._request is not None:
             self._request.appended.append(event)
         # The one place instruction-field writes are recorded: every row write passes here.
@@ -615,24 +690,6 @@ class EntityExecutor(EntityReader):
             raise ConflictError(
                 Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
             ) from None
-
-    def _scrub_personal_values(self, stream_id: str) -> None:
-        personal = self.entity_def.entity.personal_fields
-        if not personal:
-            return
-        tables = self._service.tables
-        tenant_id = self._user.tenant_id
-        scrub_stream(
-            self._conn,
-            tables,
-            tenant_id=tenant_id,
-            stream_id=stream_id,
-            types=[self.entity_def.event_qn("created"), self.entity_def.event_qn("updated")],
-            names=personal,
-        )
-        scrub_job_payloads(
-            self._conn, tables, tenant_id=tenant_id, row_id=stream_id, names=personal
-        )
 
 
 def _qualified_name(func: Any) -> str:

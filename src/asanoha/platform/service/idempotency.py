@@ -43,6 +43,7 @@ from asanoha.platform.errors import (
     ValidationError,
     VersionConflictError,
 )
+from asanoha.platform.personal.vault import reveal, seal_known
 from asanoha.platform.service.approvals import canonical_json
 from asanoha.platform.store import Tables
 from asanoha.platform.store.backends import LOCK_NOT_AVAILABLE
@@ -199,7 +200,7 @@ def hold(
         raise UnprocessableError(
             Reasons.IDEMPOTENCY_KEY_REUSED, key=key.key, handler=key.handler_qn
         )
-    return Outcome(found.status, dict(found.body))
+    return Outcome(found.status, dict(reveal(conn, found.body)))
 
 
 def keep(
@@ -217,7 +218,7 @@ def keep(
         "key": key.key,
         "payload_digest": key.payload_digest,
         "status": outcome.status,
-        "body": outcome.body,
+        "body": seal_known(conn, outcome.body),
         "created_at": now,
         "expires_at": now + dt.timedelta(seconds=ttl_seconds),
     }

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, delete, func, insert, or_, select, update
 
+from asanoha.platform.personal.vault import seal_known
 from asanoha.platform.store import Database, Tables
 
 log = logging.getLogger("asanoha.outbox")
@@ -127,9 +128,10 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
             {
                 "id": message.id,
                 "job_qn": message.job_qn,
-                "payload": message.payload,
+                # A personal value the transaction wrote or read is stored as its ciphertext.
+                "payload": seal_known(conn, message.payload),
                 "headers": message.headers,
-                "trigger_result": message.trigger_result,
+                "trigger_result": seal_known(conn, message.trigger_result),
                 "state": PENDING,
                 "attempt": 0,
                 "not_before": not_before,

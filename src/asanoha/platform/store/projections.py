@@ -20,6 +20,7 @@ from asanoha.platform.errors import ConflictError, Reasons
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
+from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
 from asanoha.platform.store.events import EVENT_COLUMNS, StoredEvent
 from asanoha.platform.store.inserts import execute_insert
 from asanoha.platform.store.tables import Tables
@@ -58,11 +59,18 @@ def encode_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _decode_all(entity_def: EntityDef, values: Mapping[str, Any]) -> dict[str, Any]:
     declared = entity_def.entity.fields
+    # A personal value is stored sealed, as the event holds it (readers open it).
     return {
-        name: decode_value(declared[name], value)
+        name: value if declared[name].is_personal else decode_value(declared[name], value)
         for name, value in values.items()
         if name in declared
     }
+
+
+def _blind_columns(event: StoredEvent) -> dict[str, Any]:
+    """The blind index columns the event writes (see ``personal.blind_index``)."""
+    blind = event.payload.get("blind") or {}
+    return {blind_column(name): value for name, value in blind.items()}
 
 
 @dataclass(frozen=True)
@@ -154,13 +162,16 @@ def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
             "created_by": event.created_by,
             **stamp,
             **{name: None for name in entity_def.entity.fields},
+            **{blind_column(name): None for name in blind_indexed_fields(entity_def.entity)},
             **_decode_all(entity_def, event.payload.get("data", {})),
+            **_blind_columns(event),
         }
         if soft_delete:
             row |= {"is_deleted": False, "deleted_at": None, "deleted_by": None}
         return RowChange("insert", row_id, event.tenant_id, row)
     if verb == "updated":
         changes = _decode_all(entity_def, event.payload.get("changes", {}))
+        changes |= _blind_columns(event)
         return RowChange("update", row_id, event.tenant_id, stamp | changes)
     if verb == "deleted" and soft_delete:
         deleted = {

@@ -33,6 +33,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.fields import Field
+from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
 from asanoha.platform.store.search import search_index
 from asanoha.platform.store.upcasting import NO_UPCASTERS, Upcasters, upcasters_for
 
@@ -128,6 +129,8 @@ class Tables:
     idempotency: Table
     #: Paused jobs and lanes.
     job_pauses: Table
+    #: The data key of each (tenant, subject) of personal data, wrapped by a master key.
+    subject_keys: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -293,6 +296,7 @@ def build_tables(registry: Registry) -> Tables:
         idempotency=_idempotency_table(metadata),
         job_pauses=job_pauses,
         upcasters=upcasters_for(registry),
+        subject_keys=_subject_keys_table(metadata),
     )
 
 
@@ -378,6 +382,25 @@ def _idempotency_table(metadata: MetaData) -> Table:
     )
 
 
+def _subject_keys_table(metadata: MetaData) -> Table:
+    """One data key per (tenant, subject) of personal data, wrapped by a master key; a
+    forgotten subject keeps its row (who, when, why) without the key."""
+    return Table(
+        "asanoha_subject_keys",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("subject", String(200), primary_key=True),
+        #: The wrapped data key (base64); ``NULL`` once the subject is forgotten.
+        Column("wrapped_key", Text, nullable=True),
+        #: Which master key wrapped it.
+        Column("master_key_id", String(64), nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("forgotten_at", Timestamp, nullable=True),
+        Column("forgotten_by", String(64), nullable=True),
+        Column("forgotten_reason", Text, nullable=True),
+    )
+
+
 def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
     entity = entity_def.entity
     # Keyed by (tenant, id) like the event streams: an id is only ever looked up within a
@@ -398,17 +421,27 @@ def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
             Column("deleted_at", Timestamp, nullable=True),
             Column("deleted_by", String(64), nullable=True),
         ]
+    indexed = blind_indexed_fields(entity)
     for name, declared in entity.fields.items():
-        columns.append(Column(name, _column_type(declared), nullable=True))
+        # A personal value is held as its ciphertext (text, whatever the field's kind); an
+        # equality filter or unique index on it uses its blind index column.
+        kind = Text() if declared.is_personal else _column_type(declared)
+        columns.append(Column(name, kind, nullable=True))
+        if name in indexed:
+            columns.append(Column(blind_column(name), String(64), nullable=True))
     table = Table(entity.table, metadata, *columns)
+
+    def compared(name: str) -> Column[Any]:
+        return table.c[blind_column(name) if name in indexed else name]
+
     for name, declared in entity.fields.items():
         if declared.sortable or declared.filterable:
-            Index(f"ix_{entity.table}_{name}", table.c.tenant_id, table.c[name])
+            Index(f"ix_{entity.table}_{name}", table.c.tenant_id, compared(name))
     for fields_ in entity.unique:
         Index(
             f"uq_{entity.table}_{'_'.join(fields_)}",
             table.c.tenant_id,
-            *(table.c[name] for name in fields_),
+            *(compared(name) for name in fields_),
             unique=True,
         )
     # The GIN index of a list's search (Postgres only; see ``store.search``).

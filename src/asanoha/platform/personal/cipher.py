@@ -1,0 +1,88 @@
+"""The sealed form of one personal value: a text that names its tenant, subject, scope (entity
+or event) and field, and holds the AES-256-GCM ciphertext of the value's JSON.
+
+The header is the associated data, so a sealed value moved to another field, row or tenant
+no longer opens.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+PREFIX = "pii1."
+NONCE_BYTES = 12
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A parsed sealed value."""
+
+    tenant_id: str
+    subject: str
+    scope: str
+    field: str
+    header: str
+    blob: bytes
+
+    @property
+    def key_ref(self) -> tuple[str, str]:
+        """The (tenant, subject) whose data key opens it."""
+        return (self.tenant_id, self.subject)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def seal(cipher: AESGCM, tenant_id: str, subject: str, scope: str, field: str, value: Any) -> str:
+    """``value`` (JSON) sealed under ``cipher`` (the subject's data key)."""
+    header = _b64(json.dumps([tenant_id, subject, scope, field], separators=(",", ":")).encode())
+    nonce = os.urandom(NONCE_BYTES)
+    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return f"{PREFIX}{header}.{_b64(nonce + cipher.encrypt(nonce, plain, header.encode()))}"
+
+
+def is_sealed(value: Any) -> bool:
+    """Whether ``value`` looks like a sealed value."""
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def parse(value: str) -> Sealed | None:
+    """The parts of a sealed value, or ``None`` when it is not one."""
+    if not value.startswith(PREFIX):
+        return None
+    header, dot, body = value[len(PREFIX) :].partition(".")
+    if not dot:
+        return None
+    try:
+        parts = json.loads(_unb64(header))
+        blob = _unb64(body)
+    except (ValueError, binascii.Error):
+        return None
+    if not (isinstance(parts, list) and len(parts) == 4 and all(isinstance(p, str) for p in parts)):
+        return None
+    tenant_id, subject, scope, field = parts
+    return Sealed(tenant_id, subject, scope, field, header, blob)
+
+
+def open_sealed(cipher: AESGCM, sealed: Sealed) -> tuple[bool, Any]:
+    """``(True, value)``, or ``(False, None)`` when it does not open under ``cipher``."""
+    try:
+        plain = cipher.decrypt(
+            sealed.blob[:NONCE_BYTES], sealed.blob[NONCE_BYTES:], sealed.header.encode()
+        )
+    except (InvalidTag, ValueError):
+        return False, None
+    return True, json.loads(plain)
