@@ -58,6 +58,7 @@ BENCHMARKS = (
     Benchmark("drain_probe.py", quick=("--foreign", "2000", "--passes", "20")),
     Benchmark("pre_ping.py", quick=("--seconds", "0.5", "--rounds", "1")),
     Benchmark("tracing.py", quick=("--seconds", "0.5", "--rounds", "1")),
+    Benchmark("console_page.py", quick=("--rows", "10000", "--other", "2000", "--renders", "3")),
     # Last: loading a million events leaves Postgres busy for a while afterwards (autovacuum,
     # checkpoints), which would slow the database-bound benchmarks that came after it.
     Benchmark("scale.py", quick=("--quick",)),
