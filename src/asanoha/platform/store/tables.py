@@ -34,6 +34,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.fields import Field
 from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
+from asanoha.platform.store.append_only import refuse_payload_updates
 from asanoha.platform.store.search import search_index
 from asanoha.platform.store.upcasting import NO_UPCASTERS, Upcasters, upcasters_for
 
@@ -171,6 +172,7 @@ def build_tables(registry: Registry) -> Tables:
         Index("ix_asanoha_events_type_id", "type", "id"),
         Index("ix_asanoha_events_stream_type_id", "stream_type", "id"),
     )
+    refuse_payload_updates(events)
     # The job: one row per enqueue, written in the transaction that triggers it. The broker
     # message only points at it (task id = row id), so the row holds what the job runs on
     # and where each attempt stands: ``state`` pending (waiting for its next attempt),
