@@ -381,3 +381,54 @@ def test_a_delivery_of_a_row_whose_key_is_busy_waits_unpublished(jobs_stack):
     summary = stack.drain(timeout=30)
     assert summary.succeeded == 2
     assert isinstance(second, uuid.UUID)
+
+
+class Posting(BaseModel):
+    account: str
+    n: int
+
+
+def test_sequential_holds_on_the_event_triggered_path(jobs_stack):
+    feature = Feature("ledgerjobs")
+    posted = feature.event("posted", Posting)
+    spans = Intervals()
+
+    @feature.write_handler("post", access=Access(roles=["system"]))
+    def post(payload: Posting, ctx: Any) -> None:
+        ctx.append_event(posted, payload.model_dump(), stream_id=payload.account)
+
+    @feature.job(
+        "book", on="ledgerjobs:event:posted", concurrency=Concurrency.sequential(key=["account"])
+    )
+    def book(payload: dict[str, Any], ctx: Any) -> None:
+        spans.run(payload["account"], payload["n"], 0.1)
+
+    stack = jobs_stack([feature])
+    system = SessionUser.system("default")
+    for n in range(5):
+        stack.service.dispatch_write("ledgerjobs:write:post", {"account": "a", "n": n}, system)
+    stack.drain(timeout=60)
+    assert len(spans.of("a")) == 5
+    assert spans.most_at_once("a") == 1
+
+
+def test_skip_holds_on_the_cron_path(asanoha_stack):
+    from asanoha.workers.cron_tasks import enqueue_cron_tick
+
+    feature = Feature("cronskip")
+
+    @feature.job("sweep", cron="* * * * *", concurrency=Concurrency.skip())
+    def sweep(payload: dict[str, Any], ctx: Any) -> None:
+        pass
+
+    stack = asanoha_stack(features=[feature])
+    app = stack.app
+    first = enqueue_cron_tick(
+        app.service, app.settings, "cronskip:job:sweep", "2026-05-04T12:00:00+00:00"
+    )
+    # The next tick while the first is still pending: nothing new.
+    second = enqueue_cron_tick(
+        app.service, app.settings, "cronskip:job:sweep", "2026-05-04T12:01:00+00:00"
+    )
+    assert first == second
+    assert len(job_rows(stack, "cronskip:job:sweep")) == 1

@@ -87,3 +87,29 @@ def test_a_priority_outside_0_to_9_or_for_a_job_without_one_is_refused(jobs_stac
 def test_a_job_priority_outside_0_to_9_is_refused_at_definition(priority):
     with pytest.raises(DefinitionError, match=r"p:job:x: priority must be a whole number"):
         Feature("p").job("x", manual=True, priority=priority)
+
+
+def test_the_relay_sends_due_rows_higher_priority_first(asanoha_stack):
+    from asanoha.platform.service.outbox import relay_outbox
+
+    gate = Gate()
+    stack = asanoha_stack(features=[prio_feature(gate)])
+    # Held in the rows (no publisher in a stack without jobs): the relay sends them.
+    ids = {}
+    for name, priority in (("low", 0), ("high", 9), ("mid", 5), ("default", None)):
+        ids[stack.app.jobs.run(WORK, {"name": name}, priority=priority, publish=False)] = name
+    outbox = stack.tables.outbox
+    with stack.db.begin() as conn:
+        conn.execute(outbox.update().values(relay_after=outbox.c.created_at))
+    sent: list[tuple[str, int | None]] = []
+
+    class Publisher:
+        def publish(self, message: Any) -> None:
+            sent.append((ids[message.id], message.priority))
+
+    assert relay_outbox(stack.db, stack.tables, Publisher(), limit=10) == 4
+    # The job's own priority (1) is the default of a run that names none.
+    assert sent == [("high", 9), ("mid", 5), ("default", 1), ("low", 0)]
+    with stack.db.connect() as conn:
+        published = conn.execute(select(outbox.c.published_at)).scalars().all()
+    assert all(at is not None for at in published)
