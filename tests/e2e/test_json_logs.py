@@ -64,6 +64,11 @@ def test_a_json_worker_writes_one_object_per_line_naming_a_failing_attempt(
                 "retrying:job:send", {"note": SECRET}, SessionUser.system(TENANT)
             )
             wait_until_failed(retry_app, row_id)
+            # The worker logs how the last attempt ended once the row says so.
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while "raised unexpected" not in output.read_text(encoding="utf-8"):
+                assert time.monotonic() < deadline, output.read_text(encoding="utf-8")
+                time.sleep(0.1)
         finally:
             stop_processes([worker])
 
@@ -89,3 +94,24 @@ def test_a_json_worker_writes_one_object_per_line_naming_a_failing_attempt(
         for line in failing:
             assert line["tenant"] == TENANT
             assert line["job"] == "retrying:job:send"
+
+
+def test_a_json_beat_writes_only_json_lines(retry_app: App, tmp_path: Path) -> None:
+    output = tmp_path / "beat.log"
+    env = worker_environment(retry_app.settings, ASANOHA_LOG_FORMAT="json")
+    command = [
+        sys.executable, "-m", "asanoha.cli", "beat", "--app", APP,
+        "--schedule", str(tmp_path / "schedule"),
+    ]  # fmt: skip
+    with output.open("wb") as sink:
+        beat = subprocess.Popen(command, cwd=ROOT, env=env, stdout=sink, stderr=sink)
+        try:
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while "Starting" not in output.read_text(encoding="utf-8"):
+                assert time.monotonic() < deadline, output.read_text(encoding="utf-8")
+                assert beat.poll() is None, output.read_text(encoding="utf-8")
+                time.sleep(0.1)
+        finally:
+            stop_processes([beat])
+    lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines() if line]
+    assert any(line["logger"] == "celery.beat" for line in lines)
