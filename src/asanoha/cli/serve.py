@@ -19,7 +19,7 @@ from asanoha.cli.embedded import (
 )
 from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
-from asanoha.cli.signing import refuse_insecure_signing
+from asanoha.cli.signing import refuse_insecure_signing, refuse_plaintext_personal_data
 from asanoha.platform.log_format import configure_logging, logging_config
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ def serve(
     minted = workers == 1 and use_process_secret(loaded)
     refuse_insecure_signing(loaded)
     require_current_schema(loaded, app)
+    refuse_plaintext_personal_data(loaded, "serve")
     server = server_options(log_level, proxy_headers, forwarded_allow_ips, root_path)
     if set_up_observability(loaded, "api") == "json":
         # This process, and each uvicorn process (workers, reload), which sets up its own.

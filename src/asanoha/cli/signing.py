@@ -20,3 +20,17 @@ def refuse_insecure_signing(app: App, *, checks_tokens: bool = True) -> None:
     except InsecureSettingsError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+
+
+def refuse_plaintext_personal_data(app: App, process: str) -> None:
+    """Exit with status 1 when ``app`` holds personal data and has no master key outside
+    development; on the embedded default, use (or make) the key beside its SQLite file."""
+    from asanoha.platform.personal.boot import MissingMasterKeyError, prepare_personal_data
+
+    try:
+        told = prepare_personal_data(app, process)
+    except MissingMasterKeyError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    if told:
+        typer.echo(told, err=True)

@@ -18,7 +18,7 @@ from asanoha.cli.celery_runner import (
 )
 from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
-from asanoha.cli.signing import refuse_insecure_signing
+from asanoha.cli.signing import refuse_insecure_signing, refuse_plaintext_personal_data
 from asanoha.platform.log_format import LogFormat
 from asanoha.platform.model.handlers import Lane
 from asanoha.platform.settings import Settings
@@ -90,6 +90,7 @@ def worker(
     refuse_insecure_signing(loaded, checks_tokens=False)
     require_current_schema(loaded, app)
     refuse_memory_broker(loaded, "worker")
+    refuse_plaintext_personal_data(loaded, "worker")
     log_format = set_up_observability(loaded, "worker")
     use_celery_logging(log_format, level)
     # The pool processes are forked from this one: it must hold no database connection

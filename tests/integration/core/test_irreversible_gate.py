@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import event
 
 from asanoha import AccessDeniedError, SessionUser
+from asanoha.platform.personal import FORGOTTEN
 from asanoha.platform.service import EntityExecutor
 from asanoha.platform.store import read_events
 from tests.integration.core.conftest import count_rows
@@ -87,7 +88,7 @@ def test_delegation_does_not_inherit_the_target_risk(core: Any) -> None:
     assert count_rows(core) == before
 
 
-def test_forget_erases_personal_values_from_earlier_events(core: Any) -> None:
+def test_forget_leaves_earlier_events_holding_only_a_forgotten_value(core: Any) -> None:
     anonymous = SessionUser.anonymous("tenant-a")
     row = core.service.dispatch_write(
         f"{GATE}:submit-contact", {"email": "ann@example.org", "topic": "billing"}, anonymous
@@ -101,5 +102,10 @@ def test_forget_erases_personal_values_from_earlier_events(core: Any) -> None:
     with core.db.connect() as conn:
         events = read_events(conn, core.tables, stream_id=str(row["id"]))
     assert [e.type.rsplit(".", 1)[1] for e in events] == ["created", "forgotten"]
-    assert events[0].payload["data"] == {"email": None, "topic": "billing"}
+    # The event was not rewritten: it holds the e-mail sealed under a key that is gone.
+    sealed = events[0].payload["data"]["email"]
+    assert "ann@example.org" not in sealed
+    assert events[0].payload["data"]["topic"] == "billing"
+    with core.db.connect() as conn:
+        assert core.service.personal.vault(conn).reveal(sealed) is FORGOTTEN
     assert count_rows(core)["instructiongate:contact"] == 0

@@ -23,7 +23,7 @@ IMAGE = "asanoha-shop:latest"
 #: The asanoha processes of a deployment, by the command they run.
 ROLES = {"migrate", "serve", "worker", "beat", "flower"}
 #: Commands an operator runs by hand (or a test runs once), not processes a deployment keeps.
-ONE_OFF_COMMANDS = {"token", "celery", "jobs", "consumers"}
+ONE_OFF_COMMANDS = {"token", "celery", "jobs", "consumers", "keys"}
 
 
 def kubernetes_documents() -> list[dict[str, Any]]:

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import make_url
 
 from asanoha.platform.model import Registry
-from asanoha.platform.personal.master_keys import KeyWrapper, LocalKeyWrapper
+from asanoha.platform.personal.master_keys import (
+    KeyWrapper,
+    LocalKeyWrapper,
+    generate_master_key,
+)
 from asanoha.platform.settings import Settings
+
+if TYPE_CHECKING:
+    from asanoha.app import App
+
+#: The master key the embedded default makes, beside its SQLite file.
+EMBEDDED_KEY_FILE = "asanoha-master.key"
 
 log = logging.getLogger("asanoha.personal")
 
@@ -46,4 +61,39 @@ def check_personal_data_keys(settings: Settings, registry: Registry, process: st
         "set, so it would be stored in plain text. Set ASANOHA_MASTER_KEY (make one with "
         "`asanoha keys generate`; keep it outside the database and its backups), or "
         "ASANOHA_PERSONAL_DATA=plaintext / ASANOHA_DEVELOPMENT=true on a development machine."
+    )
+
+
+def embedded_key_path(settings: Settings) -> Path | None:
+    """Where the embedded default keeps its master key: beside its SQLite file (``None`` for
+    an in-memory database)."""
+    database = make_url(settings.database_url).database
+    if not database or database == ":memory:":
+        return None
+    return Path(database).resolve().parent / EMBEDDED_KEY_FILE
+
+
+def prepare_personal_data(app: App, process: str) -> str | None:
+    """Before ``serve`` or ``worker`` runs ``app``: on the embedded default without a master
+    key, read or make the one beside the SQLite file (returns what to tell the user); else
+    refuse a production start without a key (``MissingMasterKeyError``)."""
+    settings = app.settings
+    if settings.master_key or not has_personal_data(app.registry):
+        return None
+    path = embedded_key_path(settings) if settings.uses_embedded_default else None
+    if path is None:
+        check_personal_data_keys(settings, app.registry, process)
+        return None
+    made = not path.exists()
+    if made:
+        path.write_text(generate_master_key() + "\n")
+        path.chmod(0o600)
+    key = path.read_text().strip()
+    app.service.personal.wrapper = LocalKeyWrapper.from_text(key)
+    # The server processes this one starts (--reload, --workers) read it from here.
+    os.environ["ASANOHA_MASTER_KEY"] = key
+    action = "made a master key for personal data in" if made else "personal data keys from"
+    return (
+        f"{action} {path} (the embedded default): keep it with the database, and away from "
+        "its backups; set ASANOHA_MASTER_KEY in production"
     )
