@@ -217,3 +217,13 @@ def test_sign_out_ends_the_session(browser_client: TestClient, failed_stack: Any
     out = browser_client.post("/console/logout", data={"csrf": csrf})
     assert out.url.path == "/console/login"
     assert browser_client.get("/console/jobs").url.path == "/console/login"
+
+
+def test_a_page_names_the_bundled_feature_the_application_lacks(asanoha_stack: Any) -> None:
+    stack = asanoha_stack(features=[console_feature(Switch())])
+    with TestClient(mount_console(stack.app.build_http(), stack.app)) as client:
+        sign_in(client, stack.app.settings, ADMIN)
+        jobs = client.get("/console/jobs")
+        consumers = client.get("/console/consumers")
+    assert "does not include <code>asanoha.handlers.job_admin.feature</code>" in jobs.text
+    assert "does not include <code>asanoha.handlers.consumer_admin.feature</code>" in consumers.text
