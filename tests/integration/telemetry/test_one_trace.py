@@ -167,3 +167,11 @@ def test_with_sql_tracing_each_statement_of_a_write_is_a_span_without_its_values
     for span in found:
         for value in (span.attributes or {}).values():
             assert SECRET not in str(value)
+
+
+def test_health_probes_make_no_spans(asanoha_stack, spans):
+    stack = asanoha_stack([shop([], [])])
+    assert stack.http.client.get("/health").status_code == 200
+    stack.http.write_ok("shop:write:note:create", {"text": "x"}, EDITOR)
+    servers = [s for s in spans.get_finished_spans() if s.kind.name == "SERVER"]
+    assert [s.name for s in servers] == ["POST /api/write/shop:write:note:create"]

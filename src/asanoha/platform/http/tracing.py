@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 from fastapi import FastAPI
 
 from asanoha.platform import telemetry
+
+#: Probes and scrapes, asked every few seconds, make no spans unless the standard variables
+#: name other URLs to leave out.
+EXCLUDED_URLS = "/health,/metrics"
 
 
 def trace_requests(api: FastAPI) -> None:
@@ -16,4 +22,9 @@ def trace_requests(api: FastAPI) -> None:
         return
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-    FastAPIInstrumentor.instrument_app(api, tracer_provider=provider)
+    excluded = (
+        os.environ.get("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS")
+        or os.environ.get("OTEL_PYTHON_EXCLUDED_URLS")
+        or EXCLUDED_URLS
+    )
+    FastAPIInstrumentor.instrument_app(api, tracer_provider=provider, excluded_urls=excluded)
