@@ -265,7 +265,7 @@ class _PostgresSwap:
     (the swap renames them: no index is built under the lock)."""
 
     def shadow_of(self, live: Table) -> Table:
-        shadow = live.to_metadata(MetaData(), name=shadow_name(live.name))
+        shadow = _copy_table(live, shadow_name(live.name))
         for index in shadow.indexes:
             index.name = quoted_name(_suffixed(str(index.name), "__rb"), None)
         return shadow
@@ -306,7 +306,7 @@ class _SqliteSwap:
     indexes, the swap builds them (SQLite databases are small)."""
 
     def shadow_of(self, live: Table) -> Table:
-        shadow = live.to_metadata(MetaData(), name=shadow_name(live.name))
+        shadow = _copy_table(live, shadow_name(live.name))
         shadow.indexes.clear()
         return shadow
 
@@ -342,7 +342,7 @@ def _exchange_tenant(
     old: str | None = None
     if keep:
         old = kept_name(live.name)
-        kept = live.to_metadata(MetaData(), name=old)
+        kept = _copy_table(live, old)
         kept.indexes.clear()
         kept.drop(conn, checkfirst=True)
         kept.create(conn)
@@ -352,6 +352,15 @@ def _exchange_tenant(
     conn.execute(insert(live).from_select(names, select(*(shadow.c[name] for name in names))))
     shadow.drop(conn)
     return old
+
+
+def _copy_table(live: Table, name: str) -> Table:
+    """``live``'s declaration under another name (with its indexes)."""
+    copy = live.to_metadata(MetaData(), name=name)
+    # ``info`` is copied shallowly, and it holds the live table's compiled inserts (which
+    # name the live table): the copy starts with its own.
+    copy.info = {}
+    return copy
 
 
 def _rename_index(conn: Connection, old: str, new: str) -> None:
