@@ -35,6 +35,7 @@ class Reasons(StrEnum):
     ENTITY_NOT_FOUND = "entity_not_found"
     JOB_NOT_FOUND = "job_not_found"
     CONSUMER_NOT_FOUND = "consumer_not_found"
+    CONSUMER_PARTITION_NOT_FOUND = "consumer_partition_not_found"
     JOB_ROW_NOT_FOUND = "job_row_not_found"
     # 409
     VERSION_CONFLICT = "version_conflict"
@@ -42,6 +43,7 @@ class Reasons(StrEnum):
     ENTITY_DELETED = "entity_deleted"
     ENTITY_NOT_DELETED = "entity_not_deleted"
     CONSUMER_NOT_STOPPED = "consumer_not_stopped"
+    CONSUMER_STOPPED = "consumer_stopped"
     JOB_NOT_FAILED = "job_not_failed"
     JOB_NOT_CANCELLABLE = "job_not_cancellable"
     TRANSACTION_CONFLICT = "transaction_conflict"
