@@ -44,7 +44,8 @@ from _common import (
     write_raw,
 )
 from _results import Figure, at_least, safe_ratio, write_figures
-from asanoha import App, SessionUser, Settings
+from asanoha import Access, App, Entity, Feature, SessionUser, Settings, fields
+from asanoha.platform.personal.master_keys import generate_master_key
 
 THREAD_COUNTS = (1, 8)
 RAW_TARGET = 0.6
@@ -61,6 +62,12 @@ CALLERS = [
     SessionUser.of(f"bench-user-{n}", USER.tenant_id, list(USER.roles)) for n in range(10_000)
 ]
 WRITES_BEFORE_TRACE = 10
+#: A create with two personal fields (encrypted, a data key per row) against the same create
+#: with the fields declared ``personal=False``.
+PERSONAL_TARGET = 0.8
+PERSONAL = "asanoha service, 2 personal fields"
+NOT_PERSONAL = "asanoha service, 2 fields personal=False"
+PEOPLE = "bench-people"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +95,17 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
         stack.callback(keyed_app.close)
+        # Personal values sealed under a master key of this run.
+        people_app = App(
+            features=[people_feature()],
+            settings=Settings(
+                database_url=url,
+                database_pool_size=max(THREAD_COUNTS),
+                master_key=generate_master_key(),
+            ),
+        )
+        stack.callback(people_app.close)
+        people_app.create_schema()
         create_raw_tables(url)
         amount = f"{args.writes} writes" if args.writes else f"{args.seconds:g} s"
         print(f"write path, {amount} per measurement; {describe_setup(url)}")
@@ -96,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             "raw psycopg": lambda: raw_worker(url),
             KEYED: lambda: keyed_worker(keyed_app),
             LIMITED: lambda: limited_worker(keyed_app),
+            PERSONAL: lambda: people_worker(people_app, "person"),
+            NOT_PERSONAL: lambda: people_worker(people_app, "plain-person"),
         }
         recorders = stack.enter_context(eventsourcing_recorders(url, max(THREAD_COUNTS), notes))
         targets.update(recorders)
@@ -175,6 +195,31 @@ def limited_worker(app: App) -> Iterator[Work]:
     """The same create through a handler with a rate limit, without an idempotency key."""
     dispatch = app.service.dispatch_write
     yield lambda n: dispatch(CREATE_QN, note_payload(n), CALLERS[n % len(CALLERS)])
+
+
+def people_feature() -> Feature:
+    """Two entities with an e-mail and a name: personal (``"self"``) in one, not in the other."""
+    feature = Feature(PEOPLE)
+    writer = Access(roles=list(USER.roles))
+    for name, stance in (("person", {"personal": "self"}), ("plain-person", {})):
+        declared: dict[str, Any] = stance or {"personal": False, "reason": "benchmark data"}
+        entity = Entity(
+            table=f"bench_{name.replace('-', '_')}",
+            fields={
+                "email": fields.text(required=True, **declared),
+                "name": fields.text(required=True, **declared),
+            },
+        )
+        feature.crud(name, entity, write=writer, read=writer, verbs=["create", "detail"])
+    return feature
+
+
+@contextmanager
+def people_worker(app: App, entity: str) -> Iterator[Work]:
+    """One create of ``entity`` with an e-mail and a name."""
+    dispatch = app.service.dispatch_write
+    qn = f"{PEOPLE}:write:{entity}:create"
+    yield lambda n: dispatch(qn, {"email": f"person-{n}@example.org", "name": f"Person {n}"}, USER)
 
 
 @contextmanager
@@ -373,6 +418,12 @@ def print_report(
             rate("asanoha service", threads),
             "(context)",
         )
+        ratio(
+            f"2 personal fields / personal=False, {threads} thread(s)",
+            rate(PERSONAL, threads),
+            rate(NOT_PERSONAL, threads),
+            f">= {PERSONAL_TARGET}",
+        )
     most = max(THREAD_COUNTS)
     ratio(
         f"asanoha / eventsourcing application rec., {most} threads",
@@ -434,12 +485,13 @@ def figures_of(results: dict[tuple[str, int], Throughput]) -> list[Figure]:
             )
         )
     extras = [
-        (KEYED, "create with idempotency key and rate limit", KEYED_TARGET),
-        (LIMITED, "create with rate limit only", None),
+        (KEYED, "create with idempotency key and rate limit", KEYED_TARGET, mine),
+        (LIMITED, "create with rate limit only", None, mine),
+        (PERSONAL, "create with two personal fields", PERSONAL_TARGET, NOT_PERSONAL),
     ]
-    for name, label, bound in extras:
+    for name, label, bound, base in extras:
         for threads in THREAD_COUNTS:
-            ours, plain = results.get((name, threads)), results.get((mine, threads))
+            ours, plain = results.get((name, threads)), results.get((base, threads))
             if ours is None or plain is None:
                 continue
             ratio = safe_ratio(ours.rate, plain.rate)
@@ -449,7 +501,11 @@ def figures_of(results: dict[tuple[str, int], Throughput]) -> list[Figure]:
                     name=f"{label}, {threads} thread(s)",
                     value=round(ours.rate),
                     unit="writes/s",
-                    peer="the same create without",
+                    peer=(
+                        "the same create without"
+                        if base == mine
+                        else "the same create, fields personal=False"
+                    ),
                     peer_value=round(plain.rate),
                     ratio_label="with / without",
                     ratio=ratio,

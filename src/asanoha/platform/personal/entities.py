@@ -61,7 +61,15 @@ def seal_entity_values(
             sealed[name] = value
             continue
         subject = subject_of(entity.fields[name], tenant_id, row_id, encoded, current)
-        sealed[name] = vault.seal(tenant_id, subject, entity_def.key, name, value)
+        sealed[name] = vault.seal(
+            tenant_id,
+            subject,
+            entity_def.key,
+            name,
+            value,
+            # A row being created is a new subject: its key is made without a look first.
+            new_subject=current is None and subject == row_id,
+        )
         if name in indexed:
             blind[name] = vault.blind(tenant_id, entity_def.key, name, value)
     return sealed, blind

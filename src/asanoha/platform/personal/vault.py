@@ -146,9 +146,12 @@ class Vault:
 
     # -- keys -------------------------------------------------------------------------------
 
-    def data_key(self, tenant_id: str, subject: str, *, create: bool = True) -> bytes | None:
+    def data_key(
+        self, tenant_id: str, subject: str, *, create: bool = True, new: bool = False
+    ) -> bytes | None:
         """The subject's data key (made when it has none and ``create``); ``None`` when the
-        subject is forgotten (or has no key and ``create`` is false)."""
+        subject is forgotten (or has no key and ``create`` is false). ``new``: the subject
+        most likely has no key yet (a row being created): made without looking first."""
         ref = (tenant_id, subject)
         if ref in self._keys:
             return self._keys[ref]
@@ -156,6 +159,8 @@ class Vault:
             return None
         wrapper = self.data.wrapper
         assert wrapper is not None
+        if new:
+            return self._make(ref)
         loaded = subject_keys.load(self.conn, self.data.tables, wrapper, [ref])
         if ref in loaded:
             self._keys[ref] = loaded[ref]
@@ -163,10 +168,13 @@ class Vault:
         if not create:
             self._absent.add(ref)
             return None
+        return self._make(ref)
+
+    def _make(self, ref: KeyRef) -> bytes | None:
+        wrapper = self.data.wrapper
+        assert wrapper is not None
         self._absent.discard(ref)
-        made = subject_keys.create(
-            self.conn, self.data.backend, self.data.tables, wrapper, tenant_id, subject
-        )
+        made = subject_keys.create(self.conn, self.data.backend, self.data.tables, wrapper, *ref)
         self._keys[ref] = made
         self._created.add(ref)
         return made
@@ -191,10 +199,10 @@ class Vault:
         self._by_field = {k: v for k, v in self._by_field.items() if kept(v)}
         self._created = set()
 
-    def _cipher(self, ref: KeyRef, *, create: bool) -> AESGCM | None:
+    def _cipher(self, ref: KeyRef, *, create: bool, new: bool = False) -> AESGCM | None:
         if ref in self._ciphers:
             return self._ciphers[ref]
-        key = self.data_key(*ref, create=create)
+        key = self.data_key(*ref, create=create, new=new)
         made = None if key is None else AESGCM(key)
         if ref in self._keys:
             self._ciphers[ref] = made
@@ -212,13 +220,23 @@ class Vault:
 
     # -- values -----------------------------------------------------------------------------
 
-    def seal(self, tenant_id: str, subject: str, scope: str, field: str, value: Any) -> Any:
+    def seal(
+        self,
+        tenant_id: str,
+        subject: str,
+        scope: str,
+        field: str,
+        value: Any,
+        *,
+        new_subject: bool = False,
+    ) -> Any:
         """``value`` sealed for the subject (as it is in plaintext mode, or when ``None``);
-        ``FORGOTTEN`` for a forgotten subject (nothing about it is stored again)."""
+        ``FORGOTTEN`` for a forgotten subject (nothing about it is stored again).
+        ``new_subject``: the subject is a row being created (its key is made at once)."""
         if value is None or self.data.wrapper is None:
             return value
         ref = (tenant_id, subject)
-        made = self._cipher(ref, create=True)
+        made = self._cipher(ref, create=True, new=new_subject)
         if made is None:
             return FORGOTTEN
         sealed = cipher.seal(made, tenant_id, subject, scope, field, value)
