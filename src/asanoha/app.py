@@ -106,7 +106,9 @@ class App:
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)
         #: The event consumers, the built-in job-trigger consumer included.
-        self.consumers = Consumers(self.service)
+        self.consumers = Consumers(
+            self.service, job_trigger_partitions=self.settings.job_trigger_partitions
+        )
         if self.consumers and self.settings.consumer_wake and publish_jobs:
             self.service.add_commit_listener(self._wake_consumers)
 

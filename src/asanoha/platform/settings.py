@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     #: After a commit that appended events a consumer follows, publish a (coalesced) task
     #: that advances the consumers.
     consumer_wake: bool = True
+    #: Partitions a new job-trigger consumer gets (``asanoha consumers repartition`` changes
+    #: an existing one): jobs triggered by events of different streams are enqueued in
+    #: parallel.
+    job_trigger_partitions: int = Field(default=1, ge=1, le=1024)
     #: How serve, worker and beat write log lines: ``json`` (one object per line), ``text``,
     #: or ``auto`` (text on a terminal, json otherwise).
     log_format: Literal["auto", "text", "json"] = "auto"

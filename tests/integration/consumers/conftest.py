@@ -45,6 +45,7 @@ def ledger(
     start: ConsumerStart = "beginning",
     backoff: Backoff = NO_BACKOFF,
     raw_sql: str | None = None,
+    partitions: int = 1,
 ) -> Feature:
     """A feature with an entity (``entry``), a domain event (``posted``), a write that appends
     it (``post``) and a consumer ``follow`` of ``posted`` calling ``handler`` (by default
@@ -73,6 +74,7 @@ def ledger(
         start=start,
         backoff=backoff,
         raw_sql=raw_sql,
+        partitions=partitions,
     )
     def follow(event: StoredEvent, ctx: ConsumerContext) -> None:
         if handler is not None:

@@ -1,4 +1,5 @@
-"""Cursor rows in ``asanoha_consumers``: one per consumer, read and written inside a pass."""
+"""Cursor rows in ``asanoha_consumers``: one per partition of a consumer (one for most), read
+and written inside a pass."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ class Gap:
 
 @dataclass(frozen=True)
 class Cursor:
-    """A consumer's row as a pass locked it."""
+    """A consumer's row (one of its partitions) as a pass locked it."""
 
     name: str
     position: int
@@ -74,6 +75,14 @@ class Cursor:
     retry_at: dt.datetime | None = None
     #: What ``enable`` restores when the consumer is disabled (``None``: idle).
     resume_status: ConsumerStatusName | None = None
+    #: Which partition of the consumer this row is, and how many it has: the row delivers
+    #: the events whose ``partition_key % partitions`` is ``partition``.
+    partition: int = 0
+    partitions: int = 1
+
+    def owns(self, partition_key: int) -> bool:
+        """Whether an event with ``partition_key`` goes to this partition."""
+        return self.partitions == 1 or partition_key % self.partitions == self.partition
 
     @property
     def gap_ids(self) -> int:
@@ -119,40 +128,62 @@ def cursor_from_row(row: Any, xid: int | None = None) -> Cursor:
         skipped=tuple(row["skipped"] or ()),
         retry_at=_aware(row["retry_at"]),
         resume_status=row["resume_status"],
+        partition=int(row["partition"]),
+        partitions=int(row["partitions"]),
     )
 
 
 def read_cursors(
     conn: Connection, tables: Tables, names: Sequence[str] | None = None
-) -> dict[str, Cursor]:
-    """The cursor rows of ``names`` (default: all), unlocked, by name (for status and lag)."""
+) -> dict[str, list[Cursor]]:
+    """The cursor rows of ``names`` (default: all), unlocked, by name, each consumer's in
+    partition order (for status and lag)."""
     consumers = tables.consumers
-    query = select(consumers).order_by(consumers.c.name)
+    query = select(consumers).order_by(consumers.c.name, consumers.c.partition)
     if names is not None:
         query = query.where(consumers.c.name.in_(list(names)))
-    return {row["name"]: cursor_from_row(row) for row in conn.execute(query).mappings()}
+    found: dict[str, list[Cursor]] = {}
+    for row in conn.execute(query).mappings():
+        found.setdefault(row["name"], []).append(cursor_from_row(row))
+    return found
 
 
 def lock_cursor_row(
-    conn: Connection, tables: Tables, name: str, *, skip_locked: bool
+    conn: Connection, tables: Tables, name: str, *, skip_locked: bool, partition: int = 0
 ) -> Cursor | None:
     """Lock a cursor row (``FOR UPDATE``); ``None`` when it is missing, or locked by another
     transaction and ``skip_locked``. For operations; a pass locks through the visibility seam."""
     consumers = tables.consumers
-    query = select(consumers).where(consumers.c.name == name)
+    query = select(consumers).where(consumers.c.name == name, consumers.c.partition == partition)
     query = query.with_for_update(skip_locked=skip_locked)
     row = conn.execute(query).mappings().first()
     return None if row is None else cursor_from_row(row)
 
 
-def save_cursor(conn: Connection, tables: Tables, name: str, **values: Any) -> None:
-    """Update the cursor row ``name``; ``gaps`` may be given as ``Gap`` values."""
+def lock_cursor_rows(conn: Connection, tables: Tables, name: str) -> list[Cursor]:
+    """Lock every partition's row of ``name`` (``FOR UPDATE``, in partition order, waiting
+    for running passes); empty when the consumer has none."""
+    consumers = tables.consumers
+    query = (
+        select(consumers)
+        .where(consumers.c.name == name)
+        .order_by(consumers.c.partition)
+        .with_for_update()
+    )
+    return [cursor_from_row(row) for row in conn.execute(query).mappings()]
+
+
+def save_cursor(
+    conn: Connection, tables: Tables, name: str, *, partition: int = 0, **values: Any
+) -> None:
+    """Update the cursor row of ``name``'s ``partition``; ``gaps`` may be given as ``Gap``
+    values."""
     if "gaps" in values:
         values["gaps"] = gaps_to_json(values["gaps"])
     consumers = tables.consumers
     conn.execute(
         update(consumers)
-        .where(consumers.c.name == name)
+        .where(consumers.c.name == name, consumers.c.partition == partition)
         .values(**values, updated_at=dt.datetime.now(dt.UTC))
     )
 

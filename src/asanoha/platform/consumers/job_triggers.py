@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from asanoha.platform.consumers.context import ConsumerContext, platform_unit
 from asanoha.platform.model import ConsumerDef, Registry
+from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
 
 JOB_TRIGGER_CONSUMER = "asanoha:consumer:job-triggers"
@@ -29,12 +30,17 @@ def trigger_jobs(event: StoredEvent, ctx: ConsumerContext) -> None:
         )
 
 
-def consumer_definitions(registry: Registry) -> tuple[ConsumerDef, ...]:
+def consumer_definitions(
+    registry: Registry, job_trigger_partitions: int | None = None
+) -> tuple[ConsumerDef, ...]:
     """The application's consumers, plus the job-trigger consumer when a job is ``on=`` an
-    event."""
+    event (with ``job_trigger_partitions`` partitions; default: the setting
+    ``ASANOHA_JOB_TRIGGER_PARTITIONS``)."""
     events = registry.job_trigger_events
     if not events:
         return registry.consumers
+    if job_trigger_partitions is None:
+        job_trigger_partitions = Settings().job_trigger_partitions
     trigger = ConsumerDef(
         qn=JOB_TRIGGER_CONSUMER,
         feature="asanoha",
@@ -42,5 +48,6 @@ def consumer_definitions(registry: Registry) -> tuple[ConsumerDef, ...]:
         on=events,
         # Jobs are for what happens from now on; a new deployment does not replay history.
         start="now",
+        partitions=job_trigger_partitions,
     )
     return (*registry.consumers, trigger)

@@ -7,6 +7,10 @@ dead consumer that is disabled and enabled again is still dead at its event unti
 restarted or told to skip it. Restart and skip on a disabled consumer change what it resumes
 with; it stays disabled.
 
+A partitioned consumer has a cursor per partition: its status is the sum of theirs (with
+each partition's own in ``partitions``), and each operation acts on one ``partition`` or,
+without one, on every partition it applies to.
+
 Each runs on the caller's connection (inside its transaction), so the bundled admin
 handlers and ``Consumers`` share them.
 """
@@ -23,7 +27,7 @@ from sqlalchemy import Connection, and_, func, or_, select
 from asanoha.platform.consumers.cursors import (
     ConsumerStatusName,
     Cursor,
-    lock_cursor_row,
+    lock_cursor_rows,
     read_cursors,
     save_cursor,
 )
@@ -52,6 +56,16 @@ class ConsumerStatus:
     next_attempt_at: dt.datetime | None = None
     #: The tenant of ``event_id``.
     event_tenant: str | None = None
+    #: Which partition this is (``None``: the consumer as a whole, the sum of its partitions).
+    partition: int | None = None
+    #: Each partition's own status, for a consumer with more than one.
+    partitions: tuple[ConsumerStatus, ...] = ()
+
+    @property
+    def behind(self) -> bool:
+        """Whether a partition that is not disabled has events left to handle."""
+        parts = self.partitions or (self,)
+        return any(part.lag > 0 and part.status != "disabled" for part in parts)
 
     def waiting(self, now: dt.datetime) -> bool:
         """Whether it is stopped at an event whose next attempt is not due at ``now``."""
@@ -75,6 +89,8 @@ def count_lag(
             *(and_(events.c.id >= gap.first, events.c.id <= gap.last) for gap in cursor.gaps),
         )
     query = select(func.count()).select_from(events).where(events.c.type.in_(types), behind)
+    if cursor.partitions > 1:
+        query = query.where(events.c.partition_key % cursor.partitions == cursor.partition)
     if tenant_id is not None:
         query = query.where(events.c.tenant_id == tenant_id)
     return int(conn.execute(query).scalar_one())
@@ -96,7 +112,37 @@ def consumer_statuses(
     """
     cursors = read_cursors(conn, tables, names)
     order = list(cursors) if names is None else [name for name in names if name in cursors]
-    return [_status(conn, tables, cursors[name], tenant_id) for name in order]
+    return [_summed(conn, tables, cursors[name], tenant_id) for name in order]
+
+
+def _summed(
+    conn: Connection, tables: Tables, cursors: Sequence[Cursor], tenant_id: str | None
+) -> ConsumerStatus:
+    """One partition's status as it is, or the sum of several: the lowest position, the lag
+    and gaps added up, dead when one is dead, disabled when all are, and the first event a
+    partition is stopped at."""
+    if len(cursors) == 1:
+        return _status(conn, tables, cursors[0], tenant_id)
+    parts = tuple(_status(conn, tables, cursor, tenant_id) for cursor in cursors)
+    states = {part.status for part in parts}
+    status: ConsumerStatusName = (
+        "dead" if "dead" in states else "disabled" if states == {"disabled"} else "idle"
+    )
+    stopped = [part for part in parts if part.event_id is not None]
+    first = min(stopped, key=lambda part: part.event_id or 0) if stopped else None
+    return ConsumerStatus(
+        name=parts[0].name,
+        position=min(part.position for part in parts),
+        lag=sum(part.lag for part in parts),
+        status=status,
+        attempts=0 if first is None else first.attempts,
+        event_id=None if first is None else first.event_id,
+        last_error=None if first is None else first.last_error,
+        gaps=sum(part.gaps for part in parts),
+        next_attempt_at=None if first is None else first.next_attempt_at,
+        event_tenant=None if first is None else first.event_tenant,
+        partitions=parts,
+    )
 
 
 def _status(
@@ -118,6 +164,7 @@ def _status(
         gaps=cursor.gap_ids,
         next_attempt_at=cursor.retry_at if cursor.event_id is not None else None,
         event_tenant=event_tenant,
+        partition=cursor.partition if cursor.partitions > 1 else None,
     )
     if tenant_id is not None and event_tenant != tenant_id:
         # Another tenant's event: its id and error text are not this tenant's to read.
@@ -127,19 +174,38 @@ def _status(
     return status
 
 
-def restart_consumer(conn: Connection, tables: Tables, name: str) -> None:
+def restart_consumer(
+    conn: Connection, tables: Tables, name: str, partition: int | None = None
+) -> None:
     """Let a consumer stopped at an event (dead, or waiting for its next attempt) try it
-    again at once, with a fresh count of attempts."""
-    cursor, _ = _stopped(conn, tables, name)
-    save_cursor(conn, tables, name, attempts=0, retry_at=None, **_resumed(cursor))
+    again at once, with a fresh count of attempts (every stopped partition, or ``partition``)."""
+    for cursor in _stopped(conn, tables, name, partition):
+        save_cursor(
+            conn,
+            tables,
+            name,
+            partition=cursor.partition,
+            attempts=0,
+            retry_at=None,
+            **_resumed(cursor),
+        )
 
 
-def skip_event(conn: Connection, tables: Tables, name: str) -> int:
+def skip_event(conn: Connection, tables: Tables, name: str, partition: int | None = None) -> int:
     """Move a consumer past the event it is stopped at; return that event's id.
 
-    The skip is recorded on the cursor row (``skipped``) with the error it had.
+    Without ``partition``, every stopped partition skips its event (the lowest id is
+    returned). The skip is recorded on the cursor row (``skipped``) with the error it had.
     """
-    cursor, event_id = _stopped(conn, tables, name)
+    skipped = [
+        _skip(conn, tables, name, cursor) for cursor in _stopped(conn, tables, name, partition)
+    ]
+    return min(skipped)
+
+
+def _skip(conn: Connection, tables: Tables, name: str, cursor: Cursor) -> int:
+    event_id = cursor.event_id
+    assert event_id is not None
     if any(event_id in gap for gap in cursor.gaps):
         # It was delivered late: the position is past it already.
         gaps = tuple(part for gap in cursor.gaps for part in gap.without([event_id]))
@@ -156,6 +222,7 @@ def skip_event(conn: Connection, tables: Tables, name: str) -> int:
         conn,
         tables,
         name,
+        partition=cursor.partition,
         position=position,
         gaps=gaps,
         attempts=0,
@@ -168,21 +235,39 @@ def skip_event(conn: Connection, tables: Tables, name: str) -> int:
     return event_id
 
 
-def disable_consumer(conn: Connection, tables: Tables, name: str) -> None:
-    """Stop delivering to a consumer until it is enabled; its position, and the event it is
-    stopped at, stay."""
-    cursor = _locked(conn, tables, name)
-    if cursor.status != "disabled":
-        resume = "dead" if cursor.status == "dead" else None
-        save_cursor(conn, tables, name, status="disabled", resume_status=resume)
+def disable_consumer(
+    conn: Connection, tables: Tables, name: str, partition: int | None = None
+) -> None:
+    """Stop delivering to a consumer (every partition, or ``partition``) until it is enabled;
+    its position, and the event it is stopped at, stay."""
+    for cursor in _locked(conn, tables, name, partition):
+        if cursor.status != "disabled":
+            resume = "dead" if cursor.status == "dead" else None
+            save_cursor(
+                conn,
+                tables,
+                name,
+                partition=cursor.partition,
+                status="disabled",
+                resume_status=resume,
+            )
 
 
-def enable_consumer(conn: Connection, tables: Tables, name: str) -> None:
-    """Resume a disabled consumer as it was: one disabled while dead is dead again (restart
-    or skip it)."""
-    cursor = _locked(conn, tables, name)
-    if cursor.status == "disabled":
-        save_cursor(conn, tables, name, status=cursor.resume_status or "idle", resume_status=None)
+def enable_consumer(
+    conn: Connection, tables: Tables, name: str, partition: int | None = None
+) -> None:
+    """Resume a disabled consumer (every partition, or ``partition``) as it was: one disabled
+    while dead is dead again (restart or skip it)."""
+    for cursor in _locked(conn, tables, name, partition):
+        if cursor.status == "disabled":
+            save_cursor(
+                conn,
+                tables,
+                name,
+                partition=cursor.partition,
+                status=cursor.resume_status or "idle",
+                resume_status=None,
+            )
 
 
 def _resumed(cursor: Cursor) -> dict[str, object]:
@@ -193,21 +278,34 @@ def _resumed(cursor: Cursor) -> dict[str, object]:
     return {"status": "idle"}
 
 
-def _stopped(conn: Connection, tables: Tables, name: str) -> tuple[Cursor, int]:
-    """The locked cursor and the event it is stopped at."""
-    cursor = _locked(conn, tables, name)
-    if cursor.event_id is None:
-        raise ConflictError(Reasons.CONSUMER_NOT_STOPPED, consumer=name, status=cursor.status)
-    return cursor, cursor.event_id
+def _stopped(conn: Connection, tables: Tables, name: str, partition: int | None) -> list[Cursor]:
+    """The locked cursors (of ``partition``, or all) that are stopped at an event; at least
+    one."""
+    cursors = _locked(conn, tables, name, partition)
+    stopped = [cursor for cursor in cursors if cursor.event_id is not None]
+    if not stopped:
+        raise ConflictError(Reasons.CONSUMER_NOT_STOPPED, consumer=name, status=cursors[0].status)
+    return stopped
 
 
-def _locked(conn: Connection, tables: Tables, name: str) -> Cursor:
-    # Waits for a running pass, so an operation never interleaves with a delivery.
-    cursor = lock_cursor_row(conn, tables, name, skip_locked=False)
-    if cursor is None:
+def _locked(conn: Connection, tables: Tables, name: str, partition: int | None) -> list[Cursor]:
+    """Every partition's cursor of ``name`` (or ``partition``'s), locked."""
+    # Waits for running passes, so an operation never interleaves with a delivery.
+    cursors = lock_cursor_rows(conn, tables, name)
+    if not cursors:
         raise NotFoundError(Reasons.CONSUMER_NOT_FOUND, consumer=name)
-    return cursor
+    if partition is None:
+        return cursors
+    found = [cursor for cursor in cursors if cursor.partition == partition]
+    if not found:
+        raise NotFoundError(
+            Reasons.CONSUMER_PARTITION_NOT_FOUND,
+            consumer=name,
+            partition=partition,
+            partitions=len(cursors),
+        )
+    return found
 
 
-#: ``operation(conn, tables, name)``: restart, disable or enable.
-Operation = Callable[[Connection, Tables, str], None]
+#: ``operation(conn, tables, name, partition)``: restart, disable or enable.
+Operation = Callable[[Connection, Tables, str, int | None], None]

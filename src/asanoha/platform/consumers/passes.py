@@ -31,6 +31,10 @@ class PassResult:
 
     name: str
     delivered: int = 0
+    #: The partition the pass was for, and how many partitions its cursor row says the
+    #: consumer has (``None`` when no row was locked).
+    partition: int = 0
+    partitions: int | None = None
     #: The cursor moved or its gaps changed: another pass may find more.
     progressed: bool = False
     #: An event failed (the pass stopped there).
@@ -48,9 +52,14 @@ class HandlerReturnedAfterDatabaseError(Exception):
 
 
 def run_pass(
-    service: Service, consumer: ConsumerDef, visibility: Visibility, *, limit: int = BATCH_SIZE
+    service: Service,
+    consumer: ConsumerDef,
+    visibility: Visibility,
+    *,
+    limit: int = BATCH_SIZE,
+    partition: int = 0,
 ) -> PassResult:
-    """Deliver the next batch of ``consumer``'s events.
+    """Deliver the next batch of ``consumer``'s events (of its ``partition``).
 
     A failing event stops the pass: its effects roll back (the events before it stay
     delivered), the attempt, the error and the time of the next attempt (the consumer's
@@ -61,13 +70,16 @@ def run_pass(
     tables = service.tables
     delivered: list[ConsumerContext] = []
     with service.database.begin() as conn:
-        cursor = visibility.lock(conn, tables, consumer.qn)
+        cursor = visibility.lock(conn, tables, consumer.qn, partition)
         if cursor is None:
-            return PassResult(consumer.qn, busy=True)
+            return PassResult(consumer.qn, busy=True, partition=partition)
+        partitions = cursor.partitions
         if cursor.status != "idle":
-            return PassResult(consumer.qn)
+            return PassResult(consumer.qn, partition=partition, partitions=partitions)
         if cursor.waiting(dt.datetime.now(dt.UTC)):
-            return PassResult(consumer.qn, retry_at=cursor.retry_at)
+            return PassResult(
+                consumer.qn, retry_at=cursor.retry_at, partition=partition, partitions=partitions
+            )
         scan = visibility.scan(conn, tables, cursor, consumer.on, limit)
         retry_at: dt.datetime | None = None
         failed = False
@@ -91,6 +103,7 @@ def run_pass(
                 conn,
                 tables,
                 consumer.qn,
+                partition=partition,
                 position=scan.position,
                 gaps=scan.gaps,
                 attempts=0,
@@ -106,6 +119,8 @@ def run_pass(
         progressed=scan.changes_state and not failed,
         failed=failed,
         retry_at=retry_at,
+        partition=partition,
+        partitions=partitions,
     )
 
 
@@ -175,6 +190,7 @@ def _record_failure(
         conn,
         tables,
         consumer.qn,
+        partition=cursor.partition,
         attempts=attempts,
         event_id=event.id,
         last_error=describe_error(error),

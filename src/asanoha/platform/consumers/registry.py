@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import time
@@ -17,6 +18,7 @@ from asanoha.platform.consumers.job_triggers import consumer_definitions
 from asanoha.platform.consumers.operations import ConsumerStatus
 from asanoha.platform.consumers.passes import BATCH_SIZE, PassResult, run_pass
 from asanoha.platform.consumers.registration import register_cursors
+from asanoha.platform.consumers.repartition import repartition_consumer
 from asanoha.platform.consumers.visibility import visibility_for
 from asanoha.platform.errors import NotFoundError, Reasons
 from asanoha.platform.model import ConsumerDef
@@ -31,7 +33,8 @@ class Round:
     """What one round over the consumers did (``Consumers.run``)."""
 
     delivered: int = 0
-    #: Consumers another process (or an operation) held, so this round did nothing for them.
+    #: Consumers another process (or an operation) held, so this round did nothing for them
+    #: (a partition of one held is enough).
     busy: tuple[str, ...] = ()
     #: The earliest time a consumer stopped at a failing event may try it again.
     next_attempt_at: dt.datetime | None = None
@@ -44,23 +47,35 @@ class RunningPass:
     name: str
     #: Seconds since it started.
     seconds: float
+    #: The consumer's partition it delivers.
+    partition: int = 0
 
 
 class Consumers:
     """Every consumer of one application, the job-trigger consumer included."""
 
-    def __init__(self, service: Service, *, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        service: Service,
+        *,
+        batch_size: int = BATCH_SIZE,
+        job_trigger_partitions: int | None = None,
+    ) -> None:
         self._service = service
         self._batch_size = batch_size
         self._visibility = visibility_for(service.database.dialect)
         #: Every consumer, the built-in job-trigger consumer last.
-        self.definitions: tuple[ConsumerDef, ...] = consumer_definitions(service.registry)
+        self.definitions: tuple[ConsumerDef, ...] = consumer_definitions(
+            service.registry, job_trigger_partitions
+        )
         self._by_name = {consumer.qn: consumer for consumer in self.definitions}
         self._followed = frozenset(t for consumer in self.definitions for t in consumer.on)
         self._registered = False
         # Passes in progress in this process, by thread: what a drain that timed out names.
-        self._running: dict[int, tuple[str, float]] = {}
+        self._running: dict[int, tuple[str, int, float]] = {}
         self._running_lock = threading.Lock()
+        # Partitions of each consumer as its rows said last (every pass reads them).
+        self._partitions: dict[str, int] = {}
 
     def __bool__(self) -> bool:
         return bool(self.definitions)
@@ -91,17 +106,37 @@ class Consumers:
                 conn, database.backend, self._service.tables, self.definitions, self._visibility
             )
 
-    def advance(self, name: str) -> PassResult:
-        """Run one pass of the consumer ``name``."""
+    def advance(self, name: str, partition: int = 0) -> PassResult:
+        """Run one pass of the consumer ``name`` (of its ``partition``)."""
         definition = self._definition(name)
         thread = threading.get_ident()
         with self._running_lock:
-            self._running[thread] = (name, time.monotonic())
+            self._running[thread] = (name, partition, time.monotonic())
         try:
-            return run_pass(self._service, definition, self._visibility, limit=self._batch_size)
+            result = run_pass(
+                self._service,
+                definition,
+                self._visibility,
+                limit=self._batch_size,
+                partition=partition,
+            )
         finally:
             with self._running_lock:
                 self._running.pop(thread, None)
+        if result.partitions is not None:
+            self._partitions[name] = result.partitions
+        return result
+
+    def partitions(self, name: str) -> int:
+        """How many partitions the consumer ``name`` has, as its rows said last."""
+        found = self._partitions.get(name)
+        if found is None:
+            consumers = self._service.tables.consumers
+            query = select(func.count()).where(consumers.c.name == name)
+            with self._service.database.connect() as conn:
+                found = max(1, int(conn.execute(query).scalar_one()))
+            self._partitions[name] = found
+        return found
 
     def run_once(self, names: Sequence[str] | None = None) -> int:
         """Advance every consumer (or those named) until it has caught up, is stopped at a
@@ -120,23 +155,35 @@ class Consumers:
         busy: list[str] = []
         retries: list[dt.datetime] = []
         for name in names or self.names:
-            while True:
-                result = self.advance(name)
+            partition = 0
+            # The count is read again after every pass (a repartition may change it).
+            while partition < self.partitions(name):
+                result = self.run_partition(name, partition)
                 delivered += result.delivered
-                if result.busy:
+                if result.busy and name not in busy:
                     busy.append(name)
                 if result.retry_at is not None:
                     retries.append(result.retry_at)
-                if result.busy or result.failed or not result.progressed:
-                    break
+                partition += 1
         return Round(delivered, tuple(busy), min(retries, default=None))
+
+    def run_partition(self, name: str, partition: int = 0) -> PassResult:
+        """Advance one partition of ``name`` until it has caught up, is stopped at a failing
+        event, or another process holds it; the totals of its passes."""
+        self._ensure_registered()
+        delivered = 0
+        while True:
+            result = self.advance(name, partition)
+            delivered += result.delivered
+            if result.busy or result.failed or not result.progressed:
+                return dataclasses.replace(result, delivered=delivered)
 
     def running(self) -> list[RunningPass]:
         """The passes this process is running now, oldest first."""
         now = time.monotonic()
         with self._running_lock:
-            found = sorted(self._running.values(), key=lambda item: item[1])
-        return [RunningPass(name, now - started) for name, started in found]
+            found = sorted(self._running.values(), key=lambda item: item[2])
+        return [RunningPass(name, now - started, partition) for name, partition, started in found]
 
     # -- operations -------------------------------------------------------------------------
 
@@ -150,36 +197,54 @@ class Consumers:
         """Consumers (not disabled) with committed events of their types still to handle."""
         return [s for s in self.status() if s.lag > 0 and s.status != "disabled"]
 
-    def restart(self, name: str) -> None:
+    def restart(self, name: str, partition: int | None = None) -> None:
         """A consumer stopped at an event (dead, or waiting for its next attempt) tries it
-        again at once, with fresh attempts; ``ConflictError`` (``consumer_not_stopped``) when
-        it is stopped at none."""
-        self._operate(name, operations.restart_consumer)
+        again at once, with fresh attempts (every stopped partition, or ``partition``);
+        ``ConflictError`` (``consumer_not_stopped``) when it is stopped at none."""
+        self._operate(name, operations.restart_consumer, partition)
 
-    def skip(self, name: str) -> int:
-        """Move the consumer past the event it is stopped at (recorded); return its id.
+    def skip(self, name: str, partition: int | None = None) -> int:
+        """Move the consumer past the event it is stopped at (recorded); return its id (every
+        stopped partition skips its event unless ``partition`` is given: the lowest id).
         ``ConflictError`` (``consumer_not_stopped``) when it is stopped at none."""
         self._definition(name)
         self._ensure_registered()
         with self._service.database.begin() as conn:
-            return operations.skip_event(conn, self._service.tables, name)
+            return operations.skip_event(conn, self._service.tables, name, partition)
 
-    def disable(self, name: str) -> None:
-        """Stop delivering to the consumer until ``enable`` (idempotent)."""
-        self._operate(name, operations.disable_consumer)
+    def disable(self, name: str, partition: int | None = None) -> None:
+        """Stop delivering to the consumer (or its ``partition``) until ``enable``
+        (idempotent)."""
+        self._operate(name, operations.disable_consumer, partition)
 
-    def enable(self, name: str) -> None:
-        """Resume a disabled consumer as it was before (idempotent): one that was dead stays
-        dead at its event until ``restart`` or ``skip``."""
-        self._operate(name, operations.enable_consumer)
+    def enable(self, name: str, partition: int | None = None) -> None:
+        """Resume a disabled consumer (or its ``partition``) as it was before (idempotent):
+        one that was dead stays dead at its event until ``restart`` or ``skip``."""
+        self._operate(name, operations.enable_consumer, partition)
+
+    def repartition(self, name: str, partitions: int) -> int:
+        """Give the consumer ``partitions`` cursors, stopping it at a common position in one
+        transaction (see ``repartition``); return how many it had. ``ConflictError``
+        (``consumer_stopped``) when a partition is stopped at a failing event."""
+        self._definition(name)
+        self._ensure_registered()
+        database = self._service.database
+        with database.begin() as conn:
+            before = repartition_consumer(
+                conn, database.backend, self._service.tables, name, partitions
+            )
+        self._partitions[name] = partitions
+        return before
 
     # -- pieces -----------------------------------------------------------------------------
 
-    def _operate(self, name: str, operation: operations.Operation) -> None:
+    def _operate(
+        self, name: str, operation: operations.Operation, partition: int | None = None
+    ) -> None:
         self._definition(name)
         self._ensure_registered()
         with self._service.database.begin() as conn:
-            operation(conn, self._service.tables, name)
+            operation(conn, self._service.tables, name, partition)
 
     def _definition(self, name: str) -> ConsumerDef:
         consumer = self._by_name.get(name)
@@ -197,7 +262,9 @@ class Consumers:
             return
         # Cheap enough to ask every time, and it survives a test stack's reset().
         consumers = self._service.tables.consumers
-        query = select(func.count()).where(consumers.c.name.in_(self.names))
+        query = select(func.count()).where(
+            consumers.c.name.in_(self.names), consumers.c.partition == 0
+        )
         with self._service.database.connect() as conn:
             present = int(conn.execute(query).scalar_one())
         if present < len(self.definitions):

@@ -27,6 +27,11 @@ at or below its position is visible, one of its gaps, or will never appear), and
 the registration looks at every id.
 
 SQLite has one writer at a time and ids in commit order: a pass reads ``id > position``.
+
+A partitioned consumer has one cursor per partition, each with its own position and gaps: a
+pass reads every id as above (an id of another partition that is visible is no gap) and
+delivers the events of its partition only. After ``repartition`` a cursor may hold gaps on
+SQLite too: ids below its position of events not yet delivered (see ``repartition``).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, func, select, text
+from sqlalchemy import ColumnElement, Connection, and_, func, or_, select, text
 
 from asanoha.platform.consumers.cursors import Cursor, Gap, cursor_from_row, lock_cursor_row
 from asanoha.platform.store import EVENT_COLUMNS, StoredEvent, Tables
@@ -44,6 +49,8 @@ from asanoha.platform.store import EVENT_COLUMNS, StoredEvent, Tables
 _EVENT_COLUMNS = ", ".join(EVENT_COLUMNS)
 _WIDTH = len(EVENT_COLUMNS)
 _TYPE = EVENT_COLUMNS.index("type")
+#: Where a scanned row holds the event's partition key (after the event's columns).
+_KEY = _WIDTH
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,11 @@ class Scan:
 class Visibility(Protocol):
     """Locks a cursor and finds the committed events a pass may deliver."""
 
-    def lock(self, conn: Connection, tables: Tables, name: str) -> Cursor | None:
-        """Lock the cursor row ``name``; ``None`` when it is missing or another pass holds it."""
+    def lock(
+        self, conn: Connection, tables: Tables, name: str, partition: int = 0
+    ) -> Cursor | None:
+        """Lock the cursor row of ``name``'s ``partition``; ``None`` when it is missing or
+        another pass holds it."""
 
     def scan(
         self, conn: Connection, tables: Tables, cursor: Cursor, types: Sequence[str], limit: int
@@ -101,8 +111,9 @@ class PostgresVisibility:
 
     _lock = text(
         "SELECT name, position, gaps, types, status, attempts, event_id, last_error, skipped, "
-        "retry_at, resume_status, pg_current_xact_id()::text::bigint AS xid "
-        "FROM asanoha_consumers WHERE name = :name FOR UPDATE SKIP LOCKED"
+        "retry_at, resume_status, partition, partitions, "
+        "pg_current_xact_id()::text::bigint AS xid FROM asanoha_consumers "
+        "WHERE name = :name AND partition = :partition FOR UPDATE SKIP LOCKED"
     )
     # One statement, so the gaps that became visible, the next ids and the snapshot's xmin
     # come from one snapshot: a gap dropped by this xmin cannot have become visible unseen.
@@ -114,10 +125,11 @@ class PostgresVisibility:
         "LEFT JOIN LATERAL ("
         "(SELECT x.* FROM unnest(CAST(:firsts AS bigint[]), CAST(:lasts AS bigint[])) "
         "AS g(first, last) CROSS JOIN LATERAL "
-        f"(SELECT {_EVENT_COLUMNS} FROM asanoha_events WHERE id BETWEEN g.first AND g.last "
+        f"(SELECT {_EVENT_COLUMNS}, partition_key FROM asanoha_events "
+        "WHERE id BETWEEN g.first AND g.last "
         "ORDER BY id LIMIT :limit) AS x ORDER BY x.id LIMIT :limit) "
         "UNION ALL "
-        f"(SELECT {_EVENT_COLUMNS} FROM asanoha_events WHERE id > :position "
+        f"(SELECT {_EVENT_COLUMNS}, partition_key FROM asanoha_events WHERE id > :position "
         "ORDER BY id LIMIT :limit)"
         ") AS e ON true"
     )
@@ -133,8 +145,10 @@ class PostgresVisibility:
         ") AS g ON true ORDER BY g.first"
     )
 
-    def lock(self, conn: Connection, tables: Tables, name: str) -> Cursor | None:
-        row = conn.execute(self._lock, {"name": name}).mappings().first()
+    def lock(
+        self, conn: Connection, tables: Tables, name: str, partition: int = 0
+    ) -> Cursor | None:
+        row = conn.execute(self._lock, {"name": name, "partition": partition}).mappings().first()
         return None if row is None else cursor_from_row(row, xid=int(row["xid"]))
 
     def scan(
@@ -160,7 +174,8 @@ class PostgresVisibility:
         for gap in cursor.gaps:
             inside = seen[bisect.bisect_left(seen, gap.first) : bisect.bisect_right(seen, gap.last)]
             for event_id in inside:
-                if visible[event_id][_TYPE] in wanted:
+                row = visible[event_id]
+                if row[_TYPE] in wanted and cursor.owns(row[_KEY]):
                     late[event_id] = gap.bound
             for part in gap.without(inside):
                 if examined_to is not None and part.last > examined_to:
@@ -170,6 +185,10 @@ class PostgresVisibility:
                     continue
                 gaps += _settle(part, cursor, xmin)
         fresh = sorted(event_id for event_id in visible if event_id > cursor.position)
+        if examined_to is not None:
+            # Late ids above examined_to wait for the next pass; an event after them may be
+            # of the same stream, so nothing past the position is delivered before them.
+            fresh = []
         previous = cursor.position
         for event_id in fresh:
             if event_id > previous + 1:
@@ -178,7 +197,7 @@ class PostgresVisibility:
         events = [
             StoredEvent(*visible[event_id][:_WIDTH])
             for event_id in sorted([*late, *fresh])
-            if visible[event_id][_TYPE] in wanted
+            if visible[event_id][_TYPE] in wanted and cursor.owns(visible[event_id][_KEY])
         ]
         return Scan(
             cursor.position, events, previous, tuple(gaps), late, tuple(gaps) != cursor.gaps
@@ -208,24 +227,47 @@ def _settle(gap: Gap, cursor: Cursor, xmin: int) -> list[Gap]:
 class SqliteVisibility:
     """One writer at a time (taken at BEGIN): committed ids only ever grow, no gaps."""
 
-    def lock(self, conn: Connection, tables: Tables, name: str) -> Cursor | None:
+    def lock(
+        self, conn: Connection, tables: Tables, name: str, partition: int = 0
+    ) -> Cursor | None:
         # The pass's BEGIN IMMEDIATE holds the database's write lock: no other pass or
         # writer runs until it commits (SQLite has no row locks; FOR UPDATE is left out).
-        return lock_cursor_row(conn, tables, name, skip_locked=True)
+        return lock_cursor_row(conn, tables, name, skip_locked=True, partition=partition)
 
     def scan(
         self, conn: Connection, tables: Tables, cursor: Cursor, types: Sequence[str], limit: int
     ) -> Scan:
         events = tables.events
+        mine: ColumnElement[bool] = events.c.type.in_(list(types))
+        if cursor.partitions > 1:
+            mine = and_(mine, events.c.partition_key % cursor.partitions == cursor.partition)
+        if cursor.gaps:
+            return self._scan_gaps(conn, tables, cursor, mine, limit)
         query = (
-            events.select()
-            .where(events.c.id > cursor.position, events.c.type.in_(list(types)))
-            .order_by(events.c.id)
-            .limit(limit)
-        )
+            events.select().where(events.c.id > cursor.position, mine).order_by(events.c.id)
+        ).limit(limit)
         found = [_stored(row) for row in conn.execute(query).mappings()]
         position = found[-1].id if found else cursor.position
         return Scan(cursor.position, found, position, ())
+
+    def _scan_gaps(
+        self, conn: Connection, tables: Tables, cursor: Cursor, mine: Any, limit: int
+    ) -> Scan:
+        """After a repartition: the events left in the gaps first (an id there that is not
+        visible never appears: no writer runs during a pass); the position stays until
+        every gap is done."""
+        events = tables.events
+        ranges = or_(*(events.c.id.between(gap.first, gap.last) for gap in cursor.gaps))
+        query = events.select().where(ranges, mine).order_by(events.c.id).limit(limit)
+        found = [_stored(row) for row in conn.execute(query).mappings()]
+        gaps: tuple[Gap, ...] = ()
+        if len(found) >= limit:
+            last = found[-1].id
+            gaps = tuple(
+                Gap(max(gap.first, last + 1), gap.last) for gap in cursor.gaps if gap.last > last
+            )
+        late: dict[int, int | None] = {event.id: None for event in found}
+        return Scan(cursor.position, found, cursor.position, gaps, late, gaps != cursor.gaps)
 
     def start_now(
         self, conn: Connection, tables: Tables, floor: int

@@ -495,6 +495,7 @@ class Feature:
         acts_for_system: str | None = None,
         backoff: Backoff | None = None,
         raw_sql: str | None = None,
+        partitions: int = 1,
     ) -> Callable[[F], F]:
         """Register ``func(event: StoredEvent, ctx: ConsumerContext)`` as
         ``<feature>:consumer:<name>``: called once per committed event of the types ``on``
@@ -506,7 +507,10 @@ class Feature:
         ``acts_for_system="<reason>"``: the consumer's gated operations are not limited by
         the risk of the agent call that began the event's chain.
         ``raw_sql="<reason>"`` gives it ``ctx.sql``: SQL on its own tables in the delivery's
-        savepoint."""
+        savepoint.
+        ``partitions=N`` gives it N cursors: an event goes to partition
+        ``partition_key(tenant, stream_id) % N``, so each stream stays in order while
+        different streams are delivered in parallel by different workers."""
         qn = make_qn(self.name, "consumer", name)
         self._check_open(f"consumer {qn!r}")
         system_reason = _acts_for_system(acts_for_system, qn)
@@ -518,6 +522,8 @@ class Feature:
             raise DefinitionError(f"{qn}: only delivery='shared' is supported")
         if max_attempts < 1:
             raise DefinitionError(f"{qn}: max_attempts must be >= 1")
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise DefinitionError(f"{qn}: partitions must be an int >= 1, not {partitions!r}")
         if start not in ("beginning", "now"):
             raise DefinitionError(f"{qn}: start must be 'beginning' or 'now', not {start!r}")
         if len(set(event_types)) != len(event_types):
@@ -546,6 +552,7 @@ class Feature:
                     acts_for_system=system_reason,
                     backoff=backoff or CONSUMER_BACKOFF,
                     raw_sql=sql_reason,
+                    partitions=partitions,
                 )
             )
             return func

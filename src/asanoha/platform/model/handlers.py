@@ -196,6 +196,9 @@ class ConsumerDef:
     backoff: Backoff = CONSUMER_BACKOFF
     #: Why the consumer runs SQL of its own (``ctx.sql``, on its own tables only).
     raw_sql: str | None = None
+    #: Cursors a new consumer gets: an event goes to ``partition_key % partitions``, so each
+    #: stream stays in order while different streams are delivered in parallel.
+    partitions: int = 1
 
 
 def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -41,6 +42,13 @@ def stream_version(conn: Connection, tables: Tables, tenant_id: str, stream_id: 
     return int(conn.execute(query).scalar_one())
 
 
+def partition_key(tenant_id: str, stream_id: str) -> int:
+    """The event's partition key: CRC-32 of ``f"{tenant_id}\\x1f{stream_id}"`` (UTF-8), below
+    2**31. Stable across processes, versions and databases: a consumer with N partitions
+    gives an event to partition ``partition_key % N``, so a stream always goes to one."""
+    return zlib.crc32(f"{tenant_id}\x1f{stream_id}".encode()) & 0x7FFFFFFF
+
+
 def append_event(
     conn: Connection,
     backend: Backend,
@@ -75,7 +83,8 @@ def append_event(
         "created_by": created_by,
     }
     with telemetry.event_span(type, stream_id) as span:
-        event_id = backend.insert_unless_exists(conn, tables.events, row)
+        keyed = {**row, "partition_key": partition_key(tenant_id, stream_id)}
+        event_id = backend.insert_unless_exists(conn, tables.events, keyed)
         if event_id is None:
             raise VersionConflictError(
                 stream_id=stream_id,

@@ -166,6 +166,10 @@ def build_tables(registry: Registry) -> Tables:
         Column("metadata", Json, nullable=False),
         Column("created_at", Timestamp, nullable=False),
         Column("created_by", String(64), nullable=False),
+        # ``partition_key(tenant_id, stream_id)``: a partitioned consumer takes the events
+        # whose key modulo its number of partitions is its partition.
+        # (0 for a row inserted other than through ``append_event``.)
+        Column("partition_key", Integer, nullable=False, server_default="0"),
         UniqueConstraint(
             "tenant_id", "stream_id", "version", name="uq_asanoha_events_stream_version"
         ),
@@ -263,6 +267,9 @@ def build_tables(registry: Registry) -> Tables:
         "asanoha_consumers",
         metadata,
         Column("name", String(200), primary_key=True),
+        # One row per partition (0 to ``partitions`` - 1) of a partitioned consumer.
+        Column("partition", Integer, primary_key=True, server_default="0"),
+        Column("partitions", Integer, nullable=False, server_default="1"),
         # Every event up to ``position`` was handled, except the ``gaps``: ranges of ids below
         # it whose writer had not committed when the consumer passed them (Postgres only),
         # stored as ``[[first, last, bound], ...]``.
