@@ -59,6 +59,7 @@ BENCHMARKS = (
     Benchmark("pre_ping.py", quick=("--seconds", "0.5", "--rounds", "1")),
     Benchmark("tracing.py", quick=("--seconds", "0.5", "--rounds", "1")),
     Benchmark("console_page.py", quick=("--rows", "10000", "--other", "2000", "--renders", "3")),
+    Benchmark("rebuild.py", quick=("--quick",)),
     # Last: loading a million events leaves Postgres busy for a while afterwards (autovacuum,
     # checkpoints), which would slow the database-bound benchmarks that came after it.
     Benchmark("scale.py", quick=("--quick",)),
