@@ -17,15 +17,24 @@ from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.consumers import Consumers, ConsumerStatus
 from asanoha.platform.errors import AsanohaError
 
-consumers = typer.Typer(help="Event consumers: status, run, restart, skip, disable, enable.")
+consumers = typer.Typer(
+    help="Event consumers: status, run, restart, skip, disable, enable, repartition."
+)
 
 NameArgument = Annotated[str, typer.Argument(help="The consumer's QN, e.g. shop:consumer:mailer.")]
+PartitionOption = Annotated[
+    int | None,
+    typer.Option(
+        "--partition", help="Only this partition of a partitioned consumer (default: all)."
+    ),
+]
 
 
 @consumers.command()
 def status(app: AppOption, as_json: JsonOption = False) -> None:
     """Every consumer: position, lag, status, failed attempts, the event it is stopped at and
-    when it tries that event again."""
+    when it tries that event again; a partitioned consumer's sum, then each partition
+    (``name#p``)."""
     found = load_app(app).consumers.status()
     if as_json:
         print_json({"consumers": [dataclasses.asdict(consumer) for consumer in found]})
@@ -44,7 +53,7 @@ def status(app: AppOption, as_json: JsonOption = False) -> None:
         ),
         (
             (
-                consumer.name,
+                consumer.name if consumer.partition is None else f"{name}#{consumer.partition}",
                 str(consumer.position),
                 str(consumer.lag),
                 consumer.status,
@@ -53,7 +62,7 @@ def status(app: AppOption, as_json: JsonOption = False) -> None:
                 _next_attempt(consumer, now),
                 consumer.last_error or "",
             )
-            for consumer in found
+            for name, consumer in _rows(found)
         ),
         no_wrap=("consumer",),
     )
@@ -67,29 +76,47 @@ def run(app: AppOption) -> None:
 
 
 @consumers.command()
-def restart(name: NameArgument, app: AppOption) -> None:
+def restart(name: NameArgument, app: AppOption, partition: PartitionOption = None) -> None:
     """Let a consumer stopped at an event (dead, or waiting for its next attempt) try it
     again at once, with fresh attempts."""
-    _operate(app, name, lambda found: found.restart(name), "restarted")
+    _operate(app, name, lambda found: found.restart(name, partition), "restarted")
 
 
 @consumers.command()
-def skip(name: NameArgument, app: AppOption) -> None:
-    """Move a consumer past the event it is stopped at (recorded on its cursor row)."""
-    _operate(app, name, lambda found: f"skipped event {found.skip(name)}", None)
+def skip(name: NameArgument, app: AppOption, partition: PartitionOption = None) -> None:
+    """Move a consumer past the event it is stopped at (recorded on its cursor row); without
+    --partition every stopped partition skips its event."""
+    _operate(app, name, lambda found: f"skipped event {found.skip(name, partition)}", None)
 
 
 @consumers.command()
-def disable(name: NameArgument, app: AppOption) -> None:
+def disable(name: NameArgument, app: AppOption, partition: PartitionOption = None) -> None:
     """Stop delivering events to a consumer until it is enabled."""
-    _operate(app, name, lambda found: found.disable(name), "disabled")
+    _operate(app, name, lambda found: found.disable(name, partition), "disabled")
 
 
 @consumers.command()
-def enable(name: NameArgument, app: AppOption) -> None:
+def enable(name: NameArgument, app: AppOption, partition: PartitionOption = None) -> None:
     """Resume a disabled consumer as it was: one that was dead stays dead until restarted or
     told to skip its event."""
-    _operate(app, name, lambda found: found.enable(name), "enabled")
+    _operate(app, name, lambda found: found.enable(name, partition), "enabled")
+
+
+@consumers.command()
+def repartition(
+    name: NameArgument,
+    partitions: Annotated[int, typer.Argument(min=1, help="The number of partitions it gets.")],
+    app: AppOption,
+) -> None:
+    """Give a consumer N partitions: it stops at a common position (one transaction, after
+    the passes running on it) and its cursors are split or merged; no event is lost or
+    delivered twice. Refused while a partition is stopped at a failing event."""
+
+    def change(found: Consumers) -> str:
+        before = found.repartition(name, partitions)
+        return f"{before} -> {partitions} partition(s)"
+
+    _operate(app, name, change, None)
 
 
 def _operate(
@@ -104,6 +131,15 @@ def _operate(
     [after] = [found for found in loaded.status() if found.name == name]
     state = describe_state(after)
     typer.echo(f"{name}: {done or said}" + (f"; {state}" if state else ""))
+
+
+def _rows(found: list[ConsumerStatus]) -> list[tuple[str, ConsumerStatus]]:
+    """Each consumer, followed by its partitions when it has more than one."""
+    rows: list[tuple[str, ConsumerStatus]] = []
+    for consumer in found:
+        rows.append((consumer.name, consumer))
+        rows += [(consumer.name, part) for part in consumer.partitions]
+    return rows
 
 
 def describe_state(found: ConsumerStatus) -> str:

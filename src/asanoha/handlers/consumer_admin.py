@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
 from asanoha.platform.consumers import ConsumerStatus, operations
@@ -40,9 +40,11 @@ class NoPayload(BaseModel):
 
 
 class ConsumerName(BaseModel):
-    """Which consumer: its qualified name, e.g. ``shop:consumer:mailer``."""
+    """Which consumer: its qualified name, e.g. ``shop:consumer:mailer``, and for a
+    partitioned one optionally which partition (default: every partition)."""
 
     name: str
+    partition: int | None = Field(default=None, ge=0)
 
 
 @feature.query_handler(
@@ -72,19 +74,21 @@ def status(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
 def skip(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
     """Skip the event a consumer is stopped at."""
     _require_operator(ctx)
-    event_id = operations.skip_event(platform_request(ctx).conn, platform_tables(), payload.name)
+    event_id = operations.skip_event(
+        platform_request(ctx).conn, platform_tables(), payload.name, payload.partition
+    )
     return {**_status_of(ctx, payload.name), "skipped_event_id": event_id}
 
 
 def _consumer_operation(
-    name: str, operation: Callable[[Connection, Tables, str], None], description: str
+    name: str, operation: Callable[[Connection, Tables, str, int | None], None], description: str
 ) -> Callable[[ConsumerName, WriteContext], dict[str, Any]]:
     """A mid-risk write handler that runs ``operation`` on the named consumer and answers its
     status afterwards."""
 
     def handler(payload: ConsumerName, ctx: WriteContext) -> dict[str, Any]:
         _require_operator(ctx)
-        operation(platform_request(ctx).conn, platform_tables(), payload.name)
+        operation(platform_request(ctx).conn, platform_tables(), payload.name, payload.partition)
         return _status_of(ctx, payload.name)
 
     handler.__name__ = handler.__qualname__ = name
@@ -126,7 +130,7 @@ def _status_of(ctx: QueryContext, name: str) -> dict[str, Any]:
 
 
 def _describe(found: ConsumerStatus) -> dict[str, Any]:
-    return {
+    described = {
         "name": found.name,
         "position": found.position,
         "lag": found.lag,
@@ -139,3 +143,9 @@ def _describe(found: ConsumerStatus) -> dict[str, Any]:
             None if found.next_attempt_at is None else found.next_attempt_at.isoformat()
         ),
     }
+    if found.partitions:
+        # A partitioned consumer: the sum above, and each partition as it is.
+        described["partitions"] = [
+            {**_describe(part), "partition": part.partition} for part in found.partitions
+        ]
+    return described

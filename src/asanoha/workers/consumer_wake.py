@@ -7,6 +7,11 @@ a burst of 1,000 writes publishes a handful of tasks, and none of them from the 
 thread. The task advances every consumer; a second one running at the same time skips the
 cursors the first holds (``FOR UPDATE SKIP LOCKED``).
 
+A partitioned consumer's partitions are spread over the fleet: the task publishes one task
+per further partition (``advance(name, partition)``), which other workers take while it
+delivers the first; each partition's cursor is locked on its own, so they run in parallel
+and a partition another process holds is skipped.
+
 Without the workers' tick (``ASANOHA_CONSUMER_TICK_INTERVAL=0``) the task is the only driver,
 so it leaves nothing behind: a cursor it found held by someone else (a pass whose scan came
 before the event that woke it, an operator's command) gets a follow-up task shortly after,
@@ -47,8 +52,15 @@ def register_advance_task(celery: Celery, consumers: Consumers, settings: Settin
     ticking = settings.consumer_tick_interval > 0
 
     @celery.task(name=ADVANCE_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
-    def advance_consumers() -> int:
-        round_ = consumers.run()
+    def advance_consumers(name: str | None = None, partition: int | None = None) -> int:
+        if name is not None:
+            result = consumers.run_partition(name, partition or 0)
+            round_ = Round(result.delivered, (name,) if result.busy else (), result.retry_at)
+        else:
+            spread_partitions(
+                consumers, lambda qn, part: publish_advance(celery, settings, key=(qn, part))
+            )
+            round_ = consumers.run()
         if not ticking:
             delay = follow_up_delay(round_, settings.broker_countdown_max)
             if delay is not None:
@@ -57,6 +69,19 @@ def register_advance_task(celery: Celery, consumers: Consumers, settings: Settin
 
     task: Task = advance_consumers
     return task
+
+
+def spread_partitions(consumers: Consumers, send: Callable[[str, int], None]) -> None:
+    """Publish an advance task for every partition but the first of each partitioned
+    consumer, so that other workers take them."""
+    for name in consumers.names:
+        for partition in range(1, consumers.partitions(name)):
+            try:
+                send(name, partition)
+            except Exception:
+                # This task delivers them too, one after the other.
+                log.warning("publishing a partition's advance task failed", exc_info=True)
+                return
 
 
 def follow_up_delay(round_: Round, longest: float) -> float | None:
@@ -99,10 +124,18 @@ class FollowUps:
             log.warning("scheduling a consumer follow-up failed", exc_info=True)
 
 
-def publish_advance(celery: Celery, settings: Settings, *, countdown: float = 0.0) -> None:
-    """Send one advance task to the worker lane (in ``countdown`` seconds)."""
+def publish_advance(
+    celery: Celery,
+    settings: Settings,
+    *,
+    countdown: float = 0.0,
+    key: tuple[str, int] | None = None,
+) -> None:
+    """Send one advance task to the worker lane (in ``countdown`` seconds): of every
+    consumer, or of the partition ``key`` (consumer name, partition) only."""
     celery.send_task(
         ADVANCE_TASK_NAME,
+        args=key or (),
         queue=queue_name(settings.queue_prefix, "worker"),
         countdown=countdown or None,
         expires=countdown + ADVANCE_EXPIRES,
