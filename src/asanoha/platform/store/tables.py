@@ -175,6 +175,8 @@ def build_tables(registry: Registry) -> Tables:
         ),
         Index("ix_asanoha_events_type_id", "type", "id"),
         Index("ix_asanoha_events_stream_type_id", "stream_type", "id"),
+        # The boot check's lowest and highest stored version of each type (``upcasting``).
+        Index("ix_asanoha_events_type_schema_version", "type", "schema_version"),
     )
     refuse_payload_updates(events)
     # The job: one row per enqueue, written in the transaction that triggers it. The broker
