@@ -44,6 +44,8 @@ from asanoha.platform.model import (
     fields,
     resolve_agent_exposure,
 )
+from asanoha.platform.personal import FORGOTTEN
+from asanoha.platform.personal.master_keys import KeyWrapper, LocalKeyWrapper
 from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from asanoha.workers import DrainTimeoutError, JobContext, JobFailedError
 
 __all__ = [
+    "FORGOTTEN",
     "Access",
     "AccessDeniedError",
     "Agent",
@@ -72,6 +75,8 @@ __all__ = [
     "JobCancelled",
     "JobContext",
     "JobFailedError",
+    "KeyWrapper",
+    "LocalKeyWrapper",
     "NotFoundError",
     "PayloadTooLargeError",
     "QueryContext",

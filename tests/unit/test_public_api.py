@@ -36,3 +36,11 @@ def test_importing_asanoha_does_not_import_celery() -> None:
     code = "import sys, asanoha; print('celery' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_personal_data_names_are_exported() -> None:
+    from asanoha import FORGOTTEN, KeyWrapper, LocalKeyWrapper
+
+    assert FORGOTTEN == "[forgotten]"
+    assert LocalKeyWrapper.from_text
+    assert KeyWrapper
