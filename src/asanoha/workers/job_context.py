@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser
+from asanoha.platform.personal.events import reveal_event
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
@@ -152,9 +153,9 @@ class JobContext:
             return None
         if self._trigger_event is None:
             with self._service.database.connect() as conn:
-                self._trigger_event = read_event(
-                    conn, self._service.tables, self.meta.trigger_event_id
-                )
+                found = read_event(conn, self._service.tables, self.meta.trigger_event_id)
+                # Its personal values opened (FORGOTTEN once forgotten), as consumers get it.
+                self._trigger_event = None if found is None else reveal_event(conn, found)
         return self._trigger_event
 
     def write(self, qn: str, payload: Any, *, idempotency_key: str | None = None) -> Any:

@@ -40,6 +40,7 @@ from asanoha.platform.model import (
     instruction_fields,
 )
 from asanoha.platform.model.agent_hints import derive_tool_hints
+from asanoha.platform.personal.vault import reveal
 from asanoha.platform.service import field_access, ownership
 from asanoha.platform.service.validation import validate_payload
 from asanoha.platform.store import Tables, stream_version
@@ -280,7 +281,8 @@ def _read_row(
         .mappings()
         .first()
     )
-    return dict(found) if found is not None else None
+    # Its personal values opened: the summary shows the text a human can read.
+    return reveal(conn, dict(found)) if found is not None else None
 
 
 def _check_owned(
