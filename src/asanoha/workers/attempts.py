@@ -101,8 +101,10 @@ class AttemptRunner:
                 self._judge_running(job, row_id, claim, redelivered=redelivered)
             elif claim.state == PENDING and claim.attempt < attempt:
                 # Its job is paused, or its key is busy: it waits, unpublished, holding no
-                # worker and spending no attempt, until woken or looked at again.
-                self._rows.park(row_id, claim.attempt)
+                # worker and spending no attempt, until woken or looked at again (a claim
+                # under a key's limit left it waiting itself).
+                if not claim.waiting:
+                    self._rows.park(row_id, claim.attempt)
                 log.info("%s %s attempt %d: waits (job paused or its key busy)", job.qn,
                          row_id, attempt)  # fmt: skip
             else:

@@ -17,6 +17,7 @@ run twice and skip the next attempt's publish.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import secrets
 import uuid
@@ -132,6 +133,8 @@ class Unclaimed:
     started_at: dt.datetime | None = None
     #: The token of the claim the row carries ("" for none).
     token: str = ""
+    #: The claim left the row waiting itself, under its keys' locks: no ``park`` follows.
+    waiting: bool = False
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,19 @@ class JobRows:
             .with_for_update(skip_locked=True)
             for column in (outbox.c.concurrency_key, outbox.c.slot_key)
         }
+        self._park = (
+            update(outbox)
+            .where(
+                outbox.c.id == bindparam("row_id"),
+                outbox.c.state == PENDING,
+                outbox.c.attempt == bindparam("park_attempt"),
+            )
+            .values(
+                published_at=None,
+                relay_after=bindparam("park_again"),
+                claim_token=WAITING_TOKEN,
+            )
+        )
         # No longer waiting: another end does not wake it a second time.
         self._wake = (
             update(outbox)
@@ -432,7 +448,13 @@ class JobRows:
         limit: ClaimLimit,
     ) -> Claim | Unclaimed:
         """A claim that first counts the running attempts of the row's keys, under their
-        locks: one transaction, so that two workers never both find the last slot free."""
+        locks: one transaction, so that two workers never both find the last slot free.
+
+        A row that finds no room is left waiting in the same transaction, still under the
+        locks, which ``wake`` takes too: the end of the attempt holding the key either
+        committed before this claim counted (the claim finds the room) or wakes after the
+        row waits. Left waiting after the locks were let go, the row could miss that wake
+        and sit until the relay's recheck, its key idle."""
         with self._database.begin() as conn:
             keys = conn.execute(self._keys, {"row_id": row_id}).first()
             if keys is None:
@@ -463,7 +485,11 @@ class JobRows:
                     token,
                     priority=row.priority,
                 )
-            return _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
+            unclaimed = _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
+            if unclaimed.state != PENDING or unclaimed.attempt >= attempt:
+                return unclaimed
+            conn.execute(self._park, self._park_values(row_id, unclaimed.attempt))
+            return dataclasses.replace(unclaimed, token=WAITING_TOKEN, waiting=True)
 
     def _claim_once(
         self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime, lane: str
@@ -593,22 +619,18 @@ class JobRows:
         waiting for a pause or a busy key, unpublished: the end of the attempt that holds
         its key wakes it (``wake``), else the relay publishes it again after
         ``WAIT_RECHECK`` seconds (a paused job's rows not before it is resumed)."""
-        outbox = self._tables.outbox
-        again = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=WAIT_RECHECK)
+        values = self._park_values(row_id, row_attempt)
 
         def write() -> None:
             with self._engine.begin() as conn:
-                conn.execute(
-                    update(outbox)
-                    .where(
-                        outbox.c.id == row_id,
-                        outbox.c.state == PENDING,
-                        outbox.c.attempt == row_attempt,
-                    )
-                    .values(published_at=None, relay_after=again, claim_token=WAITING_TOKEN)
-                )
+                conn.execute(self._park, values)
 
         _once_more_after_disconnect(write)
+
+    @staticmethod
+    def _park_values(row_id: uuid.UUID, row_attempt: int) -> dict[str, Any]:
+        again = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=WAIT_RECHECK)
+        return {"row_id": row_id, "park_attempt": row_attempt, "park_again": again}
 
     def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
         """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
@@ -621,6 +643,8 @@ class JobRows:
                 keys = conn.execute(self._keys, {"row_id": row_id}).first()
                 if keys is None:
                     return []
+                # A claim that found the key busy holds these locks until its row waits.
+                lock_keys(conn, [key for key in (keys.concurrency_key, keys.slot_key) if key])
                 woken: list[WaitingRow] = []
                 for column, key in (
                     ("concurrency_key", keys.concurrency_key),
