@@ -32,15 +32,51 @@ def upgrade() -> None:
             sa.Column("partition_key", sa.Integer(), nullable=False, server_default="0")
         )
     _fill_partition_keys()
-    with op.batch_alter_table("asanoha_consumers") as batch:
-        batch.add_column(sa.Column("partition", sa.Integer(), nullable=False, server_default="0"))
-        batch.add_column(sa.Column("partitions", sa.Integer(), nullable=False, server_default="1"))
     if op.get_context().dialect.name == "postgresql":
+        op.add_column(
+            "asanoha_consumers",
+            sa.Column("partition", sa.Integer(), nullable=False, server_default="0"),
+        )
+        op.add_column(
+            "asanoha_consumers",
+            sa.Column("partitions", sa.Integer(), nullable=False, server_default="1"),
+        )
         op.drop_constraint("asanoha_consumers_pkey", "asanoha_consumers", type_="primary")
         op.create_primary_key("asanoha_consumers_pkey", "asanoha_consumers", ["name", "partition"])
-    else:
-        with op.batch_alter_table("asanoha_consumers", recreate="always") as batch:
-            batch.create_primary_key("pk_asanoha_consumers", ["name", "partition"])
+        return
+    # SQLite changes a primary key by copying the table: from the table as it is declared at
+    # 0016, so that the old key is not carried over.
+    with op.batch_alter_table(
+        "asanoha_consumers", copy_from=_sqlite_consumers(partitioned=False), recreate="always"
+    ) as batch:
+        batch.add_column(sa.Column("partition", sa.Integer(), nullable=False, server_default="0"))
+        batch.add_column(sa.Column("partitions", sa.Integer(), nullable=False, server_default="1"))
+        batch.create_primary_key("pk_asanoha_consumers", ["name", "partition"])
+
+
+def _sqlite_consumers(*, partitioned: bool) -> sa.Table:
+    """``asanoha_consumers`` on SQLite at 0016 (``partitioned``: at 0017), without a key."""
+    position = sa.Integer()
+    columns = [
+        sa.Column("name", sa.String(length=200), nullable=False),
+        sa.Column("position", position, nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("gaps", sa.JSON(), nullable=False, server_default="[]"),
+        sa.Column("event_id", position, nullable=True),
+        sa.Column("skipped", sa.JSON(), nullable=False, server_default="[]"),
+        sa.Column("types", sa.JSON(), nullable=False, server_default="[]"),
+        sa.Column("retry_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("resume_status", sa.String(length=16), nullable=True),
+    ]
+    if partitioned:
+        columns += [
+            sa.Column("partition", sa.Integer(), nullable=False, server_default="0"),
+            sa.Column("partitions", sa.Integer(), nullable=False, server_default="1"),
+        ]
+    return sa.Table("asanoha_consumers", sa.MetaData(), *columns)
 
 
 def _fill_partition_keys() -> None:
@@ -85,7 +121,9 @@ def downgrade() -> None:
         op.drop_column("asanoha_consumers", "partitions")
         op.drop_column("asanoha_consumers", "partition")
     else:
-        with op.batch_alter_table("asanoha_consumers", recreate="always") as batch:
+        with op.batch_alter_table(
+            "asanoha_consumers", copy_from=_sqlite_consumers(partitioned=True), recreate="always"
+        ) as batch:
             batch.drop_column("partitions")
             batch.drop_column("partition")
             batch.create_primary_key("pk_asanoha_consumers", ["name"])
