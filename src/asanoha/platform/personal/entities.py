@@ -6,11 +6,12 @@ A field's stance names its subject: ``"self"`` the row (its id), ``"tenant"`` th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from asanoha.platform.model import EntityDef
-from asanoha.platform.model.fields import Field
+from asanoha.platform.model.fields import TEXT_KINDS, Field
 from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
 from asanoha.platform.personal.sentinel import FORGOTTEN
 from asanoha.platform.personal.subject_keys import TENANT_SUBJECT
@@ -89,16 +90,32 @@ def reveal_rows(vault: Vault, entity_def: EntityDef, rows: list[Row]) -> list[Ro
     revealed = []
     for row in rows:
         copy = {key: value for key, value in row.items() if key not in hidden}
-        for name in personal if encrypts else ():
+        for name in personal:
             value = copy.get(name)
-            if isinstance(value, str):
-                opened = vault.open(value)
-                if opened is FORGOTTEN or opened is value:
-                    copy[name] = opened
-                else:
-                    copy[name] = decode_value(entity.fields[name], opened)
+            if not isinstance(value, str):
+                continue
+            opened = vault.open(value) if encrypts else value
+            if opened is FORGOTTEN:
+                copy[name] = opened
+            elif opened is value:
+                copy[name] = _plain(entity.fields[name], value)
+            else:
+                copy[name] = decode_value(entity.fields[name], opened)
         revealed.append(copy)
     return revealed
+
+
+def _plain(declared: Field, value: str) -> Any:
+    """A personal value stored without a master key (its JSON, text as it is)."""
+    if declared.kind in TEXT_KINDS:
+        return value
+    try:
+        return decode_value(declared, json.loads(value))
+    except ValueError:
+        try:
+            return decode_value(declared, value)
+        except ValueError:
+            return value
 
 
 def blind_value(vault: Vault, entity_def: EntityDef, tenant_id: str, name: str, value: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -59,12 +60,21 @@ def encode_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _decode_all(entity_def: EntityDef, values: Mapping[str, Any]) -> dict[str, Any]:
     declared = entity_def.entity.fields
-    # A personal value is stored sealed, as the event holds it (readers open it).
+    # A personal value is stored as the event holds it: sealed text (readers open it), or
+    # without a master key its JSON (a personal column is text whatever the field's kind).
     return {
-        name: value if declared[name].is_personal else decode_value(declared[name], value)
+        name: (
+            _personal_text(value)
+            if declared[name].is_personal
+            else decode_value(declared[name], value)
+        )
         for name, value in values.items()
         if name in declared
     }
+
+
+def _personal_text(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
 def _blind_columns(event: StoredEvent) -> dict[str, Any]:
