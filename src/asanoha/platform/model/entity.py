@@ -85,8 +85,9 @@ def _integral(value: Any) -> Any:
 #: An integer as JSON carries it: a number without a fraction; no text, no boolean.
 JsonInt = Annotated[int, BeforeValidator(_integral), Strict()]
 
-#: A decimal as text: digits with an optional fraction, as the OpenAPI document states it.
-DECIMAL_TEXT = r"^[+-]?(\d+(\.\d*)?|\.\d+)$"
+#: A decimal as text, as the OpenAPI document states it: at most 28 digits before the point
+#: and 10 after (the column is numeric(38, 10)).
+DECIMAL_TEXT = r"^[+-]?(\d{1,28}(\.\d{0,10})?|\.\d{1,10})$"
 
 Text = Annotated[str, AfterValidator(_no_nul)]
 # Numbers and booleans are strict: "1" or false is no integer, 0 no boolean (the JSON types
