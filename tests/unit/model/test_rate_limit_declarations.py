@@ -34,12 +34,8 @@ def test_a_public_handler_without_a_rate_limit_is_refused_naming_it(kind: str) -
 
 def test_a_public_handler_with_a_limit_or_a_reason_is_defined() -> None:
     feature = Feature("signup")
-    feature.write_handler("join", access=PUBLIC, rate_limit=RateLimit("5/minute", per="ip"))(
-        handle
-    )
-    feature.query_handler("status", access=PUBLIC, rate_limit=None, reason="a static page")(
-        handle
-    )
+    feature.write_handler("join", access=PUBLIC, rate_limit=RateLimit("5/minute", per="ip"))(handle)
+    feature.query_handler("status", access=PUBLIC, rate_limit=None, reason="a static page")(handle)
     assert [h.rate_limit_reason for h in feature.handlers] == [None, "a static page"]
 
 
