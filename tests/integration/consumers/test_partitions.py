@@ -201,3 +201,25 @@ def test_concurrent_writers_committing_out_of_order_lose_nothing_across_repartit
     stack.consumers.run_once()
     stack.consumers.run_once()
     _streams_in_order(recorder, appended)
+
+
+def test_the_admin_handlers_show_each_partition_and_act_on_one(consumer_stack):
+    from asanoha.handlers import consumer_admin
+    from asanoha.platform.model import SessionUser
+
+    operator = SessionUser.of("ops-1", "ops", ["SystemAdmin"])
+    stack = consumer_stack(
+        [ledger(Recorder(), partitions=2), consumer_admin.feature],
+        settings={"operator_tenant": "ops"},
+    )
+    append(stack, "a", 1)
+    [status] = stack.http.query_ok("consumer-admin:query:status", {}, operator)
+    assert status["lag"] == 1
+    assert [part["partition"] for part in status["partitions"]] == [0, 1]
+    disabled = stack.http.write_ok(
+        "consumer-admin:write:disable", {"name": NAME, "partition": 1}, operator
+    )
+    assert [part["status"] for part in disabled["partitions"]] == ["idle", "disabled"]
+    assert disabled["status"] == "idle"
+    enabled = stack.http.write_ok("consumer-admin:write:enable", {"name": NAME}, operator)
+    assert [part["status"] for part in enabled["partitions"]] == ["idle", "idle"]
