@@ -8,6 +8,7 @@ Create Date: 2026-12-04
 
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -57,7 +58,7 @@ def upgrade() -> None:
 def _sqlite_consumers(*, partitioned: bool) -> sa.Table:
     """``asanoha_consumers`` on SQLite at 0016 (``partitioned``: at 0017), without a key."""
     position = sa.Integer()
-    columns = [
+    columns: list[sa.Column[Any]] = [
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("position", position, nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
