@@ -60,6 +60,7 @@ BENCHMARKS = (
     Benchmark("tracing.py", quick=("--seconds", "0.5", "--rounds", "1")),
     Benchmark("console_page.py", quick=("--rows", "10000", "--other", "2000", "--renders", "3")),
     Benchmark("rebuild.py", quick=("--quick",)),
+    Benchmark("partitioned_consumer.py", quick=("--events", "2000", "--rounds", "1")),
     # Last: loading a million events leaves Postgres busy for a while afterwards (autovacuum,
     # checkpoints), which would slow the database-bound benchmarks that came after it.
     Benchmark("scale.py", quick=("--quick",)),

@@ -223,3 +223,22 @@ def test_the_admin_handlers_show_each_partition_and_act_on_one(consumer_stack):
     assert disabled["status"] == "idle"
     enabled = stack.http.write_ok("consumer-admin:write:enable", {"name": NAME}, operator)
     assert [part["status"] for part in enabled["partitions"]] == ["idle", "idle"]
+
+
+def test_drain_waits_for_every_partition_and_passes_over_a_disabled_one(consumer_stack):
+    recorder = Recorder()
+    stack = consumer_stack([ledger(recorder, partitions=3)])
+    appended = [append(stack, f"s{i}", i) for i in range(30)]
+    stack.drain()
+    _streams_in_order(recorder, appended)
+    keys = {partition_key(TENANT, f"s{i}") % 3 for i in range(30)}
+    assert keys == {0, 1, 2}
+    stack.consumers.disable(NAME, 1)
+    more = [append(stack, f"s{i}", i) for i in range(30)]
+    stack.drain()
+    [status] = stack.consumers.status()
+    assert status.lag == status.partitions[1].lag > 0
+    assert not status.behind
+    stack.consumers.enable(NAME, 1)
+    stack.drain()
+    _streams_in_order(recorder, appended + more)

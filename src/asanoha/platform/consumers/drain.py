@@ -79,8 +79,9 @@ def _describe_one(status: ConsumerStatus, now: dt.datetime) -> str:
 
 
 def consumers_behind(consumers: Consumers) -> list[ConsumerStatus]:
-    """The consumers (not disabled) with committed events still to handle; raises
-    ``ConsumerDeadError`` when any consumer is dead.
+    """The consumers with committed events still to handle in a partition that is not
+    disabled (every partition counts); raises ``ConsumerDeadError`` when any consumer is
+    dead.
 
     A consumer waiting for its next attempt at a failing event (its backoff) is behind: it
     is pending work until it succeeds or is dead. A drain advances the consumers first and
@@ -91,7 +92,7 @@ def consumers_behind(consumers: Consumers) -> list[ConsumerStatus]:
     dead = [status for status in statuses if status.status == "dead"]
     if dead:
         raise ConsumerDeadError(dead)
-    return [status for status in statuses if status.lag > 0 and status.status != "disabled"]
+    return [status for status in statuses if status.behind]
 
 
 def seconds_until_due(behind: Sequence[ConsumerStatus], poll_interval: float) -> float:

@@ -194,8 +194,9 @@ class Consumers:
             return operations.consumer_statuses(conn, self._service.tables, self.names)
 
     def behind(self) -> list[ConsumerStatus]:
-        """Consumers (not disabled) with committed events of their types still to handle."""
-        return [s for s in self.status() if s.lag > 0 and s.status != "disabled"]
+        """Consumers with committed events of their types still to handle in a partition that
+        is not disabled."""
+        return [s for s in self.status() if s.behind]
 
     def restart(self, name: str, partition: int | None = None) -> None:
         """A consumer stopped at an event (dead, or waiting for its next attempt) tries it
