@@ -49,7 +49,14 @@ mailing = Entity(
 )
 
 personal = Feature("personal")
-personal.crud("customer", customer, write=ADMIN, read=ADMIN)
+personal.crud(
+    "customer",
+    customer,
+    write=ADMIN,
+    read=ADMIN,
+    # An agent's create needs a human's approval: its summary shows the values.
+    agent={"create": Agent(risk="high")},
+)
 personal.crud("order", order, write=ADMIN, read=ADMIN)
 personal.crud("mailing", mailing, write=ADMIN, read=ADMIN)
 

@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pydantic
@@ -48,6 +48,8 @@ from asanoha.platform.store.projections import lock_entity_row, stream_entity
 
 #: Longest lifetime of an approval token, in seconds.
 MAX_APPROVAL_TTL = 3600
+#: What the stored summary of an approval shows for a personal value.
+PERSONAL_SHOWN = "[personal]"
 #: Longest text of one field value shown in a summary.
 SUMMARY_TEXT_LIMIT = 2000
 
@@ -105,6 +107,8 @@ class CallDescription:
     #: Every row the payload names, in the order of the target fields.
     targets: tuple[Target, ...]
     changes: tuple[FieldChange, ...]
+    #: The personal fields of a standard handler's entity: kept out of the stored summary.
+    personal: frozenset[str] = frozenset()
 
     @property
     def target(self) -> Target:
@@ -129,6 +133,30 @@ class CallDescription:
         if not self.changes:
             lines.append(f"Payload: {_shorten(canonical_json(self.payload))}")
         return "\n".join(lines)
+
+    @property
+    def stored_summary(self) -> str:
+        """The summary as the approvals table keeps it: personal values read ``[personal]``
+        (the human asked saw them; the record of the approval does not hold them)."""
+        if not self.personal:
+            return self.summary
+
+        def hide(values: dict[str, Any]) -> dict[str, Any]:
+            return {
+                key: PERSONAL_SHOWN if key in self.personal and value is not None else value
+                for key, value in values.items()
+            }
+
+        payload = hide(self.payload)
+        if isinstance(payload.get("changes"), dict):
+            payload["changes"] = hide(payload["changes"])
+        changes = tuple(
+            replace(change, old=PERSONAL_SHOWN, new=PERSONAL_SHOWN)
+            if change.field in self.personal
+            else change
+            for change in self.changes
+        )
+        return replace(self, payload=payload, changes=changes, personal=frozenset()).summary
 
     def details(self) -> dict[str, Any]:
         """The details of an approval-required error: what a client needs to ask a human."""
@@ -219,8 +247,10 @@ def describe_call(
         for row_id in named_rows(handler, payload)
     )
     changes: list[FieldChange] = []
+    personal: frozenset[str] = frozenset()
     if handler.crud and handler.crud.verb in ("create", "update"):
         entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
+        personal = entity_def.entity.personal_fields
         row = _read_row(conn, tables, entity_def.key, user.tenant_id, payload.get("id"))
         # The old text goes to the caller: only of a row it reaches, only fields it reads.
         row = _as_seen_by(registry, entity_def, user, row)
@@ -237,6 +267,7 @@ def describe_call(
         payload_digest=payload_digest(model),
         targets=targets,
         changes=tuple(changes),
+        personal=personal,
     )
 
 
@@ -444,7 +475,7 @@ def mint_approval(
             payload_digest=call.payload_digest,
             target_id=call.target.id,
             target_version=call.target.version,
-            summary=call.summary,
+            summary=call.stored_summary,
             approved_by=approver.id,
             channel=asked.channel,
             agent_run=asked.agent_run,
