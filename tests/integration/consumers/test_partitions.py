@@ -242,3 +242,18 @@ def test_drain_waits_for_every_partition_and_passes_over_a_disabled_one(consumer
     stack.consumers.enable(NAME, 1)
     stack.drain()
     _streams_in_order(recorder, appended + more)
+
+
+def test_a_repartition_that_leaves_thousands_of_gaps_is_delivered_and_counted(consumer_stack):
+    recorder = Recorder()
+    stack = consumer_stack([ledger(recorder, partitions=4)])
+    appended = [append(stack, f"s{i}", i) for i in range(3000)]
+    # Partition 3 alone runs ahead: the others' events below it become single-id gaps.
+    stack.consumers.run_partition(NAME, 3)
+    stack.consumers.repartition(NAME, 3)
+    [status] = stack.consumers.status()
+    assert status.lag == 3000 - len(recorder.events)
+    assert status.partitions[0].gaps > 500
+    stack.consumers.run_once()
+    _streams_in_order(recorder, appended)
+    assert stack.consumers.status()[0].lag == 0

@@ -158,7 +158,7 @@ class Consumers:
             partition = 0
             # The count is read again after every pass (a repartition may change it).
             while partition < self.partitions(name):
-                result = self.run_partition(name, partition)
+                result = self._catch_up(name, partition)
                 delivered += result.delivered
                 if result.busy and name not in busy:
                     busy.append(name)
@@ -171,6 +171,9 @@ class Consumers:
         """Advance one partition of ``name`` until it has caught up, is stopped at a failing
         event, or another process holds it; the totals of its passes."""
         self._ensure_registered()
+        return self._catch_up(name, partition)
+
+    def _catch_up(self, name: str, partition: int) -> PassResult:
         delivered = 0
         while True:
             result = self.advance(name, partition)

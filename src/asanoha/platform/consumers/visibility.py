@@ -51,6 +51,8 @@ _WIDTH = len(EVENT_COLUMNS)
 _TYPE = EVENT_COLUMNS.index("type")
 #: Where a scanned row holds the event's partition key (after the event's columns).
 _KEY = _WIDTH
+#: Gap ranges one SQLite statement looks into (the rest wait for the next pass).
+GAPS_PER_STATEMENT = 200
 
 
 @dataclass(frozen=True)
@@ -257,15 +259,16 @@ class SqliteVisibility:
         visible never appears: no writer runs during a pass); the position stays until
         every gap is done."""
         events = tables.events
-        ranges = or_(*(events.c.id.between(gap.first, gap.last) for gap in cursor.gaps))
+        # A bounded number of ranges per statement (SQLite limits an expression's depth).
+        head, rest = cursor.gaps[:GAPS_PER_STATEMENT], cursor.gaps[GAPS_PER_STATEMENT:]
+        ranges = or_(*(events.c.id.between(gap.first, gap.last) for gap in head))
         query = events.select().where(ranges, mine).order_by(events.c.id).limit(limit)
         found = [_stored(row) for row in conn.execute(query).mappings()]
-        gaps: tuple[Gap, ...] = ()
+        gaps = rest
         if len(found) >= limit:
             last = found[-1].id
-            gaps = tuple(
-                Gap(max(gap.first, last + 1), gap.last) for gap in cursor.gaps if gap.last > last
-            )
+            left = [Gap(max(gap.first, last + 1), gap.last) for gap in head if gap.last > last]
+            gaps = (*left, *rest)
         late: dict[int, int | None] = {event.id: None for event in found}
         return Scan(cursor.position, found, cursor.position, gaps, late, gaps != cursor.gaps)
 
