@@ -92,9 +92,14 @@ def forget_customer(payload: RowId, ctx: WriteContext) -> Any:
     return ctx.entity("customer").forget(payload.id)
 
 
+#: What ``welcome`` was given: (payload e-mail, trigger result e-mail).
+WELCOMED: list[tuple[Any, Any]] = []
+
+
 @personal.job("welcome", on="personal:write:customer:create")
 def welcome(payload: dict[str, Any], ctx: Any) -> None:
     """Carries the create's payload (the e-mail) and its result in its job row."""
+    WELCOMED.append((payload["email"], ctx.trigger.result["email"]))
 
 
 @personal.consumer("mail-list", on=["personal:event:customer.created"])

@@ -1,0 +1,57 @@
+"""A job gets the personal values of its row opened; its job and run rows hold none."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from asanoha.platform.personal import FORGOTTEN
+from asanoha.platform.store.erasure import forget_subject
+from asanoha.testing import TestUsers
+from tests.integration.personal.features import WELCOMED, personal
+from tests.integration.personal.scan import hits
+from tests.integration.personal.test_forget import ALICE
+
+ADMIN = TestUsers.admin
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def stack(request: pytest.FixtureRequest, asanoha_stack: Callable[..., Any]) -> Any:
+    WELCOMED.clear()
+    return asanoha_stack(features=[personal], jobs=True, database=request.param)
+
+
+def create_alice(stack: Any) -> dict[str, Any]:
+    row: dict[str, Any] = stack.http.write_ok(
+        "personal:write:customer:create",
+        {"email": ALICE["email"], "name": ALICE["name"], "plan": "p"},
+        ADMIN,
+    )
+    return row
+
+
+def test_a_job_reads_the_values_its_row_holds_sealed(stack: Any) -> None:
+    create_alice(stack)
+    stack.drain()
+    assert [(ALICE["email"], ALICE["email"])] == WELCOMED
+    assert hits(stack, [ALICE["email"], ALICE["name"]]) == []
+
+
+def test_a_job_of_a_forgotten_row_reads_forgotten(stack: Any) -> None:
+    # Paused, so that the row is forgotten before the job runs.
+    stack.app.jobs.pause("personal:job:welcome")
+    alice = create_alice(stack)
+    with stack.db.begin() as conn:
+        forget_subject(
+            stack.service.personal,
+            conn,
+            tenant_id=ADMIN.tenant_id,
+            subject=alice["id"],
+            by="test",
+            reason="before the job ran",
+        )
+    stack.app.jobs.resume("personal:job:welcome")
+    stack.drain()
+    assert WELCOMED == [(FORGOTTEN, FORGOTTEN)]
