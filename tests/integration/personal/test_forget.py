@@ -174,3 +174,14 @@ def test_a_date_reads_back_as_a_date(stack: Any) -> None:
     row = stack.service.dispatch_query("personal:query:customer:detail", {"id": alice["id"]}, ADMIN)
     assert row["born"] == dt.date(1852, 5, 4)
     assert text  # imported for raw statements in other tests
+
+
+def test_an_idempotent_replay_answers_the_values_opened(stack: Any) -> None:
+    alice = customer_with_everything(stack, ALICE, "alice-order")
+    order = {"customer": alice["id"], "address": ALICE["address"], "item": "tea"}
+    headers = {"Idempotency-Key": "alice-order"}
+    replayed = stack.http.write_ok("personal:write:order:create", order, ADMIN, headers=headers)
+    assert replayed["address"] == ALICE["address"]
+    stack.http.write_ok("personal:write:forget-customer", {"id": alice["id"]}, ADMIN)
+    after = stack.http.write_ok("personal:write:order:create", order, ADMIN, headers=headers)
+    assert after["address"] == "[forgotten]"
