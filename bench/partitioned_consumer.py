@@ -73,6 +73,22 @@ def fill(url: str, events: int) -> None:
             )
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot (``/proc/stat``; zeros elsewhere)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def _busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """How busy the machine's CPUs were between two readings (every process, not only ours)."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total else 0.0
+
+
 def copies(url: str) -> int:
     with psycopg.connect(conninfo(url)) as conn:
         found = conn.execute("SELECT count(*) FROM parted_copies").fetchone()
@@ -113,6 +129,7 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                 for worker in (first, second):
                     wait_for_output(worker, "ready", timeout=120)
                 began = time.perf_counter()
+                busy_before = _cpu_ticks()
                 app.consumers.enable(CONSUMER)
                 publish_advance(app.celery, settings)
                 deadline = time.monotonic() + args.timeout
@@ -121,9 +138,10 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                         raise RuntimeError(f"{copies(url)} of {args.events} within the timeout")
                     time.sleep(0.02)
                 seconds = time.perf_counter() - began
+                busy = _busy_share(busy_before, _cpu_ticks())
         finally:
             app.close()
-        return args.events / seconds, f"{seconds:.1f} s"
+        return args.events / seconds, f"{seconds:.1f} s, CPUs {busy:.0%} busy"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
