@@ -22,6 +22,7 @@ from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
 
 from asanoha.platform.model import JobCancelled, JobDef, Snooze
+from asanoha.platform.personal.vault import carried, carry
 from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
 from asanoha.platform.service.outbox import (
     CANCELLED,
@@ -168,6 +169,9 @@ class AttemptRunner:
     def _call(self, job: JobDef, payload: dict[str, Any], ctx: JobContext) -> Any:
         # A fresh context: nothing a previous task on this thread left in a ContextVar leaks in.
         context = contextvars.Context()
+        # The personal values the attempt was given go with it, so that what it writes on
+        # holds them sealed as they were (see ``personal.vault``).
+        context.run(carry, carried())
         if self.thread_time_limits:
             timeout = job_timeout(job, self._settings)
             return call_with_time_limit(

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from asanoha import (
+    FORGOTTEN,
     Access,
     Agent,
     ConsumerContext,
@@ -100,6 +101,14 @@ WELCOMED: list[tuple[Any, Any]] = []
 def welcome(payload: dict[str, Any], ctx: Any) -> None:
     """Carries the create's payload (the e-mail) and its result in its job row."""
     WELCOMED.append((payload["email"], ctx.trigger.result["email"]))
+    if payload["email"] is not FORGOTTEN:
+        # Written on in a transaction of the job's own: stored sealed as well.
+        ctx.dispatch("personal:job:send-mail", {"to": payload["email"]})
+
+
+@personal.job("send-mail", manual=True)
+def send_mail(payload: dict[str, Any], ctx: Any) -> None:
+    WELCOMED.append((payload["to"], None))
 
 
 @personal.consumer("mail-list", on=["personal:event:customer.created"])

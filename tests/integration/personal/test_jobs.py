@@ -36,7 +36,9 @@ def create_alice(stack: Any) -> dict[str, Any]:
 def test_a_job_reads_the_values_its_row_holds_sealed(stack: Any) -> None:
     create_alice(stack)
     stack.drain()
-    assert [(ALICE["email"], ALICE["email"])] == WELCOMED
+    # The follow-up job the welcome job enqueued (in a transaction of its own) got the e-mail
+    # opened too, and its job row holds it sealed (checked below).
+    assert [(ALICE["email"], ALICE["email"]), (ALICE["email"], None)] == WELCOMED
     assert hits(stack, [ALICE["email"], ALICE["name"]]) == []
 
 
@@ -45,7 +47,11 @@ def test_a_job_of_a_forgotten_row_reads_forgotten(stack: Any) -> None:
     stack.drain()
     outbox = stack.tables.outbox
     with stack.db.connect() as conn:
-        payload, result = conn.execute(select(outbox.c.payload, outbox.c.trigger_result)).one()
+        payload, result = conn.execute(
+            select(outbox.c.payload, outbox.c.trigger_result).where(
+                outbox.c.job_qn == "personal:job:welcome"
+            )
+        ).one()
     with stack.db.begin() as conn:
         forget_subject(
             stack.service.personal,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -31,6 +32,23 @@ _PLAINTEXT_INDEX_KEY = b"\x00" * 32
 _MIN_MATCHED_TEXT = 4
 
 KeyRef = tuple[str, str]
+#: Values a job was given opened (outside any transaction), with their sealed text: what the
+#: job writes on in transactions of its own stores the same ciphertext. Per thread; bounded.
+_CARRIED: ContextVar[tuple[dict[str, str], dict[tuple[str, str], str]] | None] = ContextVar(
+    "asanoha_personal_carried", default=None
+)
+_MAX_CARRIED = 1000
+
+
+def carried() -> tuple[dict[str, str], dict[tuple[str, str], str]] | None:
+    """The values this context's vaults carry (see ``_CARRIED``)."""
+    return _CARRIED.get()
+
+
+def carry(values: tuple[dict[str, str], dict[tuple[str, str], str]] | None) -> None:
+    """Let this context's vaults carry ``values`` (from ``carried`` of another context: a job
+    runs in a context of its own)."""
+    _CARRIED.set(values)
 
 
 class PersonalData:
@@ -81,7 +99,10 @@ class PersonalData:
         if not found or not self.encrypts:
             return value
         with engine.connect() as conn:
-            return self.vault(conn).reveal(value)
+            vault = self.vault(conn)
+            opened = vault.reveal(value)
+        vault.carry()
+        return opened
 
     def index_key(self, vault: Vault, tenant_id: str) -> bytes:
         """The tenant's blind index key (made on first use)."""
@@ -143,6 +164,20 @@ class Vault:
         # Value seen (sealed or opened) -> its sealed text: by text, and by field name.
         self._by_text: dict[str, str] = {}
         self._by_field: dict[tuple[str, str], str] = {}
+        carried = _CARRIED.get()
+        if carried is not None:
+            self._by_text.update(carried[0])
+            self._by_field.update(carried[1])
+
+    def carry(self) -> None:
+        """Keep what this vault opened for the vaults this thread makes next (see
+        ``_CARRIED``)."""
+        carried = _CARRIED.get()
+        if carried is None or len(carried[0]) + len(carried[1]) > _MAX_CARRIED:
+            carried = ({}, {})
+            _CARRIED.set(carried)
+        carried[0].update(self._by_text)
+        carried[1].update(self._by_field)
 
     # -- keys -------------------------------------------------------------------------------
 
