@@ -28,7 +28,7 @@ import psycopg
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
 from _partitioned_app import CONSUMER, EVENT_TYPE, partitioned_feature
-from _processes import started, wait_for_output
+from _processes import descendants, started, wait_for_output
 from _results import Figure, at_least, safe_ratio, write_figures
 from asanoha import App, Settings
 from asanoha.platform.store.events import partition_key
@@ -89,6 +89,38 @@ def _busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     return (after[0] - before[0]) / total if total else 0.0
 
 
+def _cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds of each process in ``pids`` that is still there."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, float] = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def _backends(database: str) -> list[int]:
+    """The Postgres server processes serving ``database`` (their title names it)."""
+    pids: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("postgres:") and f" {database} " in title:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _spent(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
 def copies(url: str) -> int:
     with psycopg.connect(conninfo(url)) as conn:
         found = conn.execute("SELECT count(*) FROM parted_copies").fetchone()
@@ -128,6 +160,10 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
             ):
                 for worker in (first, second):
                     wait_for_output(worker, "ready", timeout=120)
+                database = url.rsplit("/", 1)[1]
+                ours = [first.pid, *descendants(first.pid), second.pid, *descendants(second.pid)]
+                workers_before = _cpu_seconds(ours)
+                server_before = _cpu_seconds(_backends(database))
                 began = time.perf_counter()
                 busy_before = _cpu_ticks()
                 app.consumers.enable(CONSUMER)
@@ -139,9 +175,15 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                     time.sleep(0.02)
                 seconds = time.perf_counter() - began
                 busy = _busy_share(busy_before, _cpu_ticks())
+                workers = _spent(workers_before, _cpu_seconds(ours))
+                server = _spent(server_before, _cpu_seconds(_backends(database)))
         finally:
             app.close()
-        return args.events / seconds, f"{seconds:.1f} s, CPUs {busy:.0%} busy"
+        per_event = (workers + server) / args.events * 1000
+        return args.events / seconds, (
+            f"{seconds:.1f} s, CPUs {busy:.0%} busy; CPU per event {per_event:.2f} ms: "
+            f"workers {workers / args.events * 1000:.2f}, Postgres {server / args.events * 1000:.2f}"
+        )
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -108,6 +108,31 @@ class Visibility(Protocol):
         known to be visible or never to appear)."""
 
 
+def _scan_sql(columns: str) -> str:
+    """The scan statement of ``PostgresVisibility`` reading ``columns`` of each event."""
+    return (
+        "SELECT e.*, s.xmin FROM "
+        "(SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin) AS s "
+        "LEFT JOIN LATERAL ("
+        "(SELECT x.* FROM unnest(CAST(:firsts AS bigint[]), CAST(:lasts AS bigint[])) "
+        "AS g(first, last) CROSS JOIN LATERAL "
+        f"(SELECT {columns}, partition_key FROM asanoha_events "
+        "WHERE id BETWEEN g.first AND g.last "
+        "ORDER BY id LIMIT :limit) AS x ORDER BY x.id LIMIT :limit) "
+        "UNION ALL "
+        f"(SELECT {columns}, partition_key FROM asanoha_events WHERE id > :position "
+        "ORDER BY id LIMIT :limit)"
+        ") AS e ON true"
+    )
+
+
+_MINE = "partition_key % :partitions = :partition"
+_PARTITION_COLUMNS = ", ".join(
+    f"CASE WHEN {_MINE} THEN {name} END AS {name}" if name in ("payload", "metadata") else name
+    for name in EVENT_COLUMNS
+)
+
+
 class PostgresVisibility:
     """Gap tracking with transaction-id bounds (see the module docstring)."""
 
@@ -121,20 +146,10 @@ class PostgresVisibility:
     # come from one snapshot: a gap dropped by this xmin cannot have become visible unseen.
     # Each gap range is an index range scan: its cost is the ids that became visible, not
     # the size of the range.
-    _scan = text(
-        "SELECT e.*, s.xmin FROM "
-        "(SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin) AS s "
-        "LEFT JOIN LATERAL ("
-        "(SELECT x.* FROM unnest(CAST(:firsts AS bigint[]), CAST(:lasts AS bigint[])) "
-        "AS g(first, last) CROSS JOIN LATERAL "
-        f"(SELECT {_EVENT_COLUMNS}, partition_key FROM asanoha_events "
-        "WHERE id BETWEEN g.first AND g.last "
-        "ORDER BY id LIMIT :limit) AS x ORDER BY x.id LIMIT :limit) "
-        "UNION ALL "
-        f"(SELECT {_EVENT_COLUMNS}, partition_key FROM asanoha_events WHERE id > :position "
-        "ORDER BY id LIMIT :limit)"
-        ") AS e ON true"
-    )
+    _scan = text(_scan_sql(_EVENT_COLUMNS))
+    # A partition's pass looks at every id (for its gaps) but reads the payload and metadata
+    # of its own events only: the others' are never decoded.
+    _scan_partition = text(_scan_sql(_PARTITION_COLUMNS))
     # The head and the ids missing below it, from one snapshot.
     _start = text(
         "SELECT h.head, g.first, g.last FROM "
@@ -164,7 +179,11 @@ class PostgresVisibility:
         }
         # Plain rows (the columns in _EVENT_COLUMNS' order, then xmin): this is the hot loop
         # of a consumer catching up.
-        rows = conn.execute(self._scan, params).all()
+        statement = self._scan
+        if cursor.partitions > 1:
+            statement = self._scan_partition
+            params |= {"partitions": cursor.partitions, "partition": cursor.partition}
+        rows = conn.execute(statement, params).all()
         xmin = int(rows[0][-1])
         visible = {row[0]: row for row in rows if row[0] is not None}
         wanted = frozenset(types)
