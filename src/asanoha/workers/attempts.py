@@ -87,12 +87,17 @@ class AttemptRunner:
     def run(self, task: Task, job: JobDef, attempt: int) -> None:
         """Handle one delivery of ``attempt`` of the job row ``task.request.id``."""
         row_id = uuid.UUID(str(task.request.id))
-        try:
-            claim = self._rows.claim(row_id, attempt, lane=job.lane, limit=ClaimLimit.of(job))
-        except JobRowsUnavailable as exc:
-            # Nothing ran and nothing is recorded: the message must come back, not be lost
-            # with the row left published and pending.
-            _give_back(job, row_id, "claiming", exc)
+        claim = self._claim(job, row_id, attempt)
+        if (
+            not isinstance(claim, Claim)
+            and claim.state == PENDING
+            and claim.attempt < attempt
+            and not claim.waiting
+        ):
+            # Its job is paused: the row waits, unpublished. A resume between the claim and
+            # this park found the row still published and left it: so claim once more.
+            self._rows.park(row_id, claim.attempt)
+            claim = self._claim(job, row_id, attempt)
         if not isinstance(claim, Claim):
             redelivered = bool((task.request.delivery_info or {}).get("redelivered"))
             if claim.state == "missing":
@@ -104,8 +109,6 @@ class AttemptRunner:
                 # Its job is paused, or its key is busy: it waits, unpublished, holding no
                 # worker and spending no attempt, until woken or looked at again (a claim
                 # under a key's limit left it waiting itself).
-                if not claim.waiting:
-                    self._rows.park(row_id, claim.attempt)
                 log.info("%s %s attempt %d: waits (job paused or its key busy)", job.qn,
                          row_id, attempt)  # fmt: skip
             else:
@@ -166,12 +169,21 @@ class AttemptRunner:
         end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
         self._end(job, row_id, meta.tenant_id, attempt, claim, end)
 
+    def _claim(self, job: JobDef, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
+        try:
+            return self._rows.claim(row_id, attempt, lane=job.lane, limit=ClaimLimit.of(job))
+        except JobRowsUnavailable as exc:
+            # Nothing ran and nothing is recorded: the message must come back, not be lost
+            # with the row left published and pending.
+            _give_back(job, row_id, "claiming", exc)
+
     def _call(self, job: JobDef, payload: dict[str, Any], ctx: JobContext) -> Any:
         # A fresh context: nothing a previous task on this thread left in a ContextVar leaks in.
         context = contextvars.Context()
         # The personal values the attempt was given go with it, so that what it writes on
         # holds them sealed as they were (see ``personal.vault``).
         context.run(carry, carried())
+        carry(None)  # and no further: the next attempt on this thread starts without them
         if self.thread_time_limits:
             timeout = job_timeout(job, self._settings)
             return call_with_time_limit(
