@@ -194,7 +194,11 @@ class App:
         (a new column on an existing table without a migration).
         """
         upgrade = bring_schema_up_to_date(
-            self.registry, self.database, migrations=migrations, may_change=True
+            self.registry,
+            self.database,
+            migrations=migrations,
+            may_change=True,
+            job_trigger_partitions=self.settings.job_trigger_partitions,
         )
         if not upgrade.status.is_current:
             raise SchemaBehindError(upgrade.status)

@@ -81,6 +81,7 @@ def bring_schema_up_to_date(
     *,
     migrations: Path | None = DEFAULT_APP_MIGRATIONS,
     may_change: bool,
+    job_trigger_partitions: int | None = None,
 ) -> SchemaUpgrade:
     """Bring ``database`` to the schema of ``registry`` (see the module); with
     ``may_change=False`` only check it. Returns what was done and the status after it.
@@ -89,6 +90,8 @@ def bring_schema_up_to_date(
     ``None``) the entity tables are made from the code. The caller decides what to do with a
     status that is still behind (refuse to start, print the remedy, raise). Stored events of a
     version the code cannot bring to its own raise ``UnreadableEventVersionError``.
+    ``job_trigger_partitions``: the partitions a new job-trigger consumer gets (default: the
+    setting from the environment).
     """
     tables = build_tables(registry)
     changes = _Changes()
@@ -101,7 +104,7 @@ def bring_schema_up_to_date(
         # Stored events the code cannot read stop the start (UnreadableEventVersionError).
         with database.connect() as conn:
             check_stored_versions(conn, tables)
-        registered = _register_consumers(database, registry, tables)
+        registered = _register_consumers(database, registry, tables, job_trigger_partitions)
     return SchemaUpgrade(
         status=status,
         checked_only=not may_change,
@@ -156,9 +159,11 @@ def _upgrade_platform(conn: Connection, backend: Backend, tables: Tables) -> str
     return upgrade_platform(conn)[0]
 
 
-def _register_consumers(database: Database, registry: Registry, tables: Tables) -> tuple[str, ...]:
+def _register_consumers(
+    database: Database, registry: Registry, tables: Tables, job_trigger_partitions: int | None
+) -> tuple[str, ...]:
     """Step 3: the cursor rows of consumers that have none (rows only, no DDL)."""
-    definitions = consumer_definitions(registry)
+    definitions = consumer_definitions(registry, job_trigger_partitions)
     if not definitions:
         return ()
     with database.begin() as conn:

@@ -247,3 +247,16 @@ def test_every_driver_waits_for_the_backoff_and_then_tries_again(asanoha_stack, 
     assert seen.wait(WAIT)
     assert len(calls) == 2
     assert calls[1] - calls[0] >= 1.0
+
+
+def test_the_job_trigger_consumer_takes_its_partitions_from_the_setting(asanoha_stack):
+    ran: list[dict[str, Any]] = []
+    stack = asanoha_stack(
+        features=[shop(ran)], jobs=True, settings={**NO_DRIVER, "job_trigger_partitions": 3}
+    )
+    for item in ("kettle", "pan", "cup", "lid"):
+        stack.http.write_ok("shop:write:order", {"item": item}, TestUsers.admin)
+    stack.drain(timeout=20)
+    assert sorted(run["payload"]["item"] for run in ran) == ["cup", "kettle", "lid", "pan"]
+    [status] = [s for s in stack.consumers.status() if s.name == JOB_TRIGGER_CONSUMER]
+    assert [part.partition for part in status.partitions] == [0, 1, 2]
