@@ -19,6 +19,9 @@ def test_demo_shows_the_gate_the_retry_and_the_drain(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "403 instruction_field_write_requires_high_risk" in done.stdout
-    assert "DrainSummary(succeeded=2, failed=0, retried=1, cancelled=0, snoozed=0, paused={})" in done.stdout
+    assert (
+        "DrainSummary(succeeded=2, failed=0, retried=1, cancelled=0, snoozed=0, paused={})"
+        in done.stdout
+    )
     assert "ConnectionError: the search index was not reachable" in done.stdout
     assert (tmp_path / "demo.sqlite3").exists()
