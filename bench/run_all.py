@@ -63,6 +63,7 @@ BENCHMARKS = (
     Benchmark("partitioned_consumer.py", quick=("--events", "2000", "--rounds", "1")),
     # Last: loading a million events leaves Postgres busy for a while afterwards (autovacuum,
     # checkpoints), which would slow the database-bound benchmarks that came after it.
+    Benchmark("job_table.py", quick=("--quick",)),
     Benchmark("scale.py", quick=("--quick",)),
 )
 
