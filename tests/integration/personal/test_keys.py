@@ -7,6 +7,7 @@ import base64
 import os
 import shutil
 import subprocess
+import uuid
 from typing import Any
 
 import pytest
@@ -125,3 +126,26 @@ def test_a_backup_from_before_a_forget_no_longer_opens_the_values(
         ]
         == "[forgotten]"
     )
+
+
+def test_asanoha_keys_rotate_rewraps_under_the_first_key(
+    stack: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = customer_with_everything(stack, ALICE, "alice-order")
+    old = stack.app.settings.master_key
+    new = generate_master_key()
+    # A module of this test's own: its App reads the environment set below when imported.
+    module = f"rotating_app_{uuid.uuid4().hex}"
+    (tmp_path / f"{module}.py").write_text(
+        "from asanoha import App\n"
+        "from tests.integration.personal.features import personal\n"
+        "app = App([personal])\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ASANOHA_DATABASE_URL", stack.app.settings.database_url)
+    monkeypatch.setenv("ASANOHA_MASTER_KEY", f"{new},{old}")
+    result = CliRunner().invoke(cli, ["keys", "rotate", "--app", f"{module}:app"])
+    assert result.exit_code == 0, result.output
+    assert "re-wrapped" in result.output
+    stack.service.personal.wrapper = LocalKeyWrapper.from_text(new)
+    assert readable(stack, alice["id"])["email"] == ALICE["email"]
