@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     """Preload the grown store, measure both, print the table and the ratios."""
     args = parse_args(argv)
     rows = args.rows or (QUICK_ROWS if args.quick else FINISHED_ROWS)
-    cycles = args.cycles or (30 if args.quick else 100)
+    cycles = args.cycles or (50 if args.quick else 100)
     rounds = args.rounds or (2 if args.quick else 5)
     with ExitStack() as stack:
         reference = open_store(stack, args.database_url, "reference")
