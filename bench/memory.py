@@ -33,6 +33,7 @@ from _results import Figure, at_most, safe_ratio, write_figures
 from asanoha import App, SessionUser, Settings
 from asanoha.handlers.demo.features import notes
 from asanoha.platform.http.auth import issue_token
+from asanoha.platform.personal.master_keys import generate_master_key
 
 DEMO_APP = "asanoha.handlers.demo.app:app"
 WORKER_TARGET = 1.3
@@ -52,12 +53,15 @@ def main(argv: list[str] | None = None) -> int:
             "ASANOHA_BROKER_URL": args.broker_url,
             "ASANOHA_QUEUE_PREFIX": prefix,
             "ASANOHA_JWT_SECRET": secrets.token_hex(32),
+            # The notes hold personal data: the processes seal it, as in production.
+            "ASANOHA_MASTER_KEY": generate_master_key(),
         }
         settings = Settings(
             database_url=url,
             broker_url=args.broker_url,
             queue_prefix=prefix,
             jwt_secret=env["ASANOHA_JWT_SECRET"],
+            master_key=env["ASANOHA_MASTER_KEY"],
         )
         app = App([notes], settings=settings)
         try:
