@@ -28,7 +28,7 @@ def refuse_plaintext_personal_data(app: App, process: str) -> None:
     from asanoha.platform.personal.boot import MissingMasterKeyError, prepare_personal_data
 
     try:
-        told = prepare_personal_data(app, process)
+        told = prepare_personal_data(app.settings, app.registry, app.service.personal, process)
     except MissingMasterKeyError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None

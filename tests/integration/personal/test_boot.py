@@ -28,9 +28,14 @@ def app_with(**settings: Any) -> App:
     return App([personal], Settings(**settings), publish_jobs=False)
 
 
+def prepare(app: App, process: str) -> str | None:
+    """What ``serve`` and ``worker`` do before they run ``app``."""
+    return prepare_personal_data(app.settings, app.registry, app.service.personal, process)
+
+
 def test_a_production_start_without_a_master_key_is_refused() -> None:
     with pytest.raises(MissingMasterKeyError, match="ASANOHA_MASTER_KEY"):
-        prepare_personal_data(app_with(**PRODUCTION), "worker")
+        prepare(app_with(**PRODUCTION), "worker")
 
 
 @pytest.mark.parametrize("allowed", [{"development": True}, {"personal_data": "plaintext"}])
@@ -38,13 +43,13 @@ def test_development_or_plaintext_starts_with_a_warning(
     allowed: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="asanoha.personal"):
-        assert prepare_personal_data(app_with(**PRODUCTION, **allowed), "serve") is None
+        assert prepare(app_with(**PRODUCTION, **allowed), "serve") is None
     assert "plain text" in caplog.text
 
 
 def test_a_master_key_lets_it_start() -> None:
     app = app_with(**PRODUCTION, master_key=generate_master_key())
-    assert prepare_personal_data(app, "serve") is None
+    assert prepare(app, "serve") is None
     assert app.service.personal.encrypts
 
 
@@ -54,7 +59,7 @@ def test_the_embedded_default_makes_a_key_beside_its_database(
     monkeypatch.delenv("ASANOHA_MASTER_KEY", raising=False)
     embedded = {"database_url": f"sqlite:///{tmp_path}/app.db", "broker_url": "memory://"}
     app = app_with(**embedded)
-    told = prepare_personal_data(app, "serve")
+    told = prepare(app, "serve")
     key_file = tmp_path / EMBEDDED_KEY_FILE
     assert told is not None and str(key_file) in told
     assert key_file.stat().st_mode & 0o077 == 0
@@ -64,5 +69,5 @@ def test_the_embedded_default_makes_a_key_beside_its_database(
     # The next start reads the same key.
     monkeypatch.delenv("ASANOHA_MASTER_KEY")
     again = app_with(**embedded)
-    assert "keys from" in (prepare_personal_data(again, "serve") or "")
+    assert "keys from" in (prepare(again, "serve") or "")
     assert again.service.personal.encrypts

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
@@ -15,10 +14,8 @@ from asanoha.platform.personal.master_keys import (
     LocalKeyWrapper,
     generate_master_key,
 )
+from asanoha.platform.personal.vault import PersonalData
 from asanoha.platform.settings import Settings
-
-if TYPE_CHECKING:
-    from asanoha.app import App
 
 #: The master key the embedded default makes, beside its SQLite file.
 EMBEDDED_KEY_FILE = "asanoha-master.key"
@@ -73,23 +70,25 @@ def embedded_key_path(settings: Settings) -> Path | None:
     return Path(database).resolve().parent / EMBEDDED_KEY_FILE
 
 
-def prepare_personal_data(app: App, process: str) -> str | None:
-    """Before ``serve`` or ``worker`` runs ``app``: on the embedded default without a master
-    key, read or make the one beside the SQLite file (returns what to tell the user); else
-    refuse a production start without a key (``MissingMasterKeyError``)."""
-    settings = app.settings
-    if settings.master_key or not has_personal_data(app.registry):
+def prepare_personal_data(
+    settings: Settings, registry: Registry, personal: PersonalData, process: str
+) -> str | None:
+    """Before ``serve`` or ``worker`` runs the application of ``registry``: on the embedded
+    default without a master key, read or make the one beside the SQLite file and let
+    ``personal`` (the service's) seal with it (returns what to tell the user); else refuse a
+    production start without a key (``MissingMasterKeyError``)."""
+    if settings.master_key or not has_personal_data(registry):
         return None
     path = embedded_key_path(settings) if settings.uses_embedded_default else None
     if path is None:
-        check_personal_data_keys(settings, app.registry, process)
+        check_personal_data_keys(settings, registry, process)
         return None
     made = not path.exists()
     if made:
         path.write_text(generate_master_key() + "\n")
         path.chmod(0o600)
     key = path.read_text().strip()
-    app.service.personal.wrapper = LocalKeyWrapper.from_text(key)
+    personal.wrapper = LocalKeyWrapper.from_text(key)
     # The server processes this one starts (--reload, --workers) read it from here.
     os.environ["ASANOHA_MASTER_KEY"] = key
     action = "made a master key for personal data in" if made else "personal data keys from"
