@@ -205,44 +205,12 @@ class JobRows:
         self._database = database
         self._tables = tables
         outbox = tables.outbox
-        # Pending at an earlier attempt, or already claimed by this very claim (sent again
-        # after its reply was lost).
         pauses = tables.job_pauses
         # Neither the job nor its lane is paused (``asanoha jobs pause``).
         self._not_paused = ~exists().where(
             pauses.c.target.in_([outbox.c.job_qn, bindparam("claim_lane")])
         )
-        self._claim = (
-            update(outbox)
-            .where(
-                outbox.c.id == bindparam("row_id"),
-                or_(
-                    and_(
-                        outbox.c.state == PENDING,
-                        outbox.c.attempt < bindparam("claim_attempt"),
-                        self._not_paused,
-                    ),
-                    and_(
-                        outbox.c.state == RUNNING,
-                        outbox.c.attempt == bindparam("claim_attempt"),
-                        outbox.c.claim_token == bindparam("claim_token"),
-                    ),
-                ),
-            )
-            .values(
-                state=RUNNING,
-                attempt=bindparam("claim_attempt"),
-                started_at=bindparam("claim_started"),
-                claim_token=bindparam("claim_token"),
-            )
-            .returning(
-                outbox.c.job_qn,
-                outbox.c.payload,
-                outbox.c.headers,
-                outbox.c.trigger_result,
-                outbox.c.priority,
-            )
-        )
+        self._claim = self._claim_statement([self._not_paused])
         self._look = select(
             outbox.c.state,
             outbox.c.attempt,
@@ -373,6 +341,13 @@ class JobRows:
                 .scalar_subquery()
             )
             room.append(running < bindparam("limit_max"))
+        return self._claim_statement(room)
+
+    def _claim_statement(self, room: list[Any]) -> Update:
+        """The claim: the row pending at an earlier attempt with ``room`` for it (its job not
+        paused, its keys' limits), or already claimed by this very claim (sent again after
+        its reply was lost)."""
+        outbox = self._tables.outbox
         return (
             update(outbox)
             .where(
