@@ -4,7 +4,6 @@ new release runs it again."""
 
 from __future__ import annotations
 
-import secrets
 import subprocess
 import sys
 import time
@@ -16,10 +15,8 @@ import pytest
 from sqlalchemy import select
 
 from asanoha import App
-from asanoha.platform.settings import Settings
-from asanoha.testing.databases import TestDatabase
 from tests.e2e.boot_app import feature
-from tests.e2e.conftest import ROOT, STEP_TIMEOUT, stop_processes, worker_environment
+from tests.e2e.conftest import ROOT, STEP_TIMEOUT, e2e_app, stop_processes, worker_environment
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
@@ -30,24 +27,12 @@ WARM = "booting:job:warm"
 
 @pytest.fixture
 def fleet(private_redis: PrivateRedis) -> Iterator[tuple[App, list[subprocess.Popen[bytes]]]]:
-    suffix = secrets.token_hex(6)
-    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
-    settings = Settings(
-        database_url=database.url,
-        broker_url=private_redis.url,
-        queue_prefix=f"asanoha-e2e-{suffix}",
-        visibility_timeout=60,
-        job_timeout=20,
-    )
-    app = App([feature], settings)
     workers: list[subprocess.Popen[bytes]] = []
-    try:
-        app.create_schema()
-        yield app, workers
-    finally:
-        stop_processes(workers)
-        app.close()
-        database.drop()
+    with e2e_app([feature], private_redis.url) as app:
+        try:
+            yield app, workers
+        finally:
+            stop_processes(workers)
 
 
 def rows_of(app: App) -> list[Any]:
