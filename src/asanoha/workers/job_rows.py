@@ -451,15 +451,7 @@ class JobRows:
             }
             row = conn.execute(claim, values).first()
             if row is not None:
-                return Claim(
-                    row.job_qn,
-                    dict(row.payload),
-                    row.headers,
-                    row.trigger_result,
-                    started,
-                    token,
-                    priority=row.priority,
-                )
+                return _claim_of(row, started, token)
             unclaimed = _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
             if unclaimed.state != PENDING or unclaimed.attempt >= attempt:
                 return unclaimed
@@ -481,15 +473,7 @@ class JobRows:
                 },
             ).first()
             if row is not None:
-                return Claim(
-                    row.job_qn,
-                    dict(row.payload),
-                    row.headers,
-                    row.trigger_result,
-                    started,
-                    token,
-                    priority=row.priority,
-                )
+                return _claim_of(row, started, token)
             found = conn.execute(self._look, {"row_id": row_id}).first()
         return _unclaimed(found)
 
@@ -675,6 +659,19 @@ class JobRows:
                     "finished_at": now,
                 },
             )
+
+
+def _claim_of(row: Any, started: dt.datetime, token: str) -> Claim:
+    """The ``Claim`` of a claim statement's returned row."""
+    return Claim(
+        row.job_qn,
+        dict(row.payload),
+        row.headers,
+        row.trigger_result,
+        started,
+        token,
+        priority=row.priority,
+    )
 
 
 def _unclaimed(found: Any) -> Unclaimed:
