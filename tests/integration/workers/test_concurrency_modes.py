@@ -432,3 +432,33 @@ def test_skip_holds_on_the_cron_path(asanoha_stack):
     )
     assert first == second
     assert len(job_rows(stack, "cronskip:job:sweep")) == 1
+
+
+def test_a_resume_between_a_paused_claim_and_its_park_does_not_leave_the_row_waiting(
+    jobs_stack, monkeypatch
+):
+    """The resume runs after the delivery found the job paused and before it parked the
+    row: the resume saw the row still published and left it, so the delivery claims once
+    more and runs it, instead of leaving it for the relay's look ten seconds later."""
+    feature = Feature("racing")
+    ran: list[int] = []
+
+    @feature.job("work", manual=True)
+    def work(payload: dict[str, Any], ctx: Any) -> None:
+        ran.append(payload["n"])
+
+    stack = jobs_stack([feature])
+    qn = "racing:job:work"
+    rows = stack.app.celery_jobs.rows
+    park = rows.park
+
+    def park_after_a_resume(row_id: Any, row_attempt: int) -> None:
+        stack.app.jobs.resume(qn)
+        park(row_id, row_attempt)
+
+    monkeypatch.setattr(rows, "park", park_after_a_resume)
+    stack.app.jobs.pause(qn)
+    stack.app.jobs.run(qn, {"n": 1})
+    # Well inside the ten seconds a waiting row rests before the relay looks again.
+    stack.drain(timeout=5)
+    assert ran == [1]
