@@ -53,3 +53,5 @@ ensure_rabbitmq() {
 ensure_postgres
 ensure_redis
 ensure_rabbitmq
+# The hot standby the replica-read tests read from.
+"$(dirname "$0")/replica.sh"

@@ -24,6 +24,7 @@ from asanoha.platform.service.jobs import Jobs
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, StoredEvent
+from asanoha.platform.store.replica import ReadReplica
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -85,6 +86,18 @@ class App:
             pool_size=self.settings.database_pool_size,
             pre_ping=self.settings.database_pre_ping,
         )
+        #: The hot standby that queries declared ``replica=True`` may read from.
+        self.replica = (
+            ReadReplica(
+                self.settings.read_database_url,
+                primary=self.database,
+                pool_size=self.settings.database_pool_size,
+                pre_ping=self.settings.database_pre_ping,
+                max_lag=self.settings.replica_max_lag,
+            )
+            if self.settings.read_database_url
+            else None
+        )
         # Jobs triggered by a write are published right after its commit, in whatever
         # process made the write (an API server too).
         publisher = DeferredCeleryPublisher(self) if self.registry.jobs and publish_jobs else None
@@ -102,6 +115,7 @@ class App:
             rate_limiter=self._rate_limiter(),
             broker_hold=self._broker_hold,
             key_wrapper=key_wrapper_of(self.settings),
+            replica=self.replica,
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)
@@ -255,6 +269,8 @@ class App:
         if jobs is not None:
             jobs.close()
             jobs.celery.close()
+        if self.replica is not None:
+            self.replica.dispose()
         self.database.dispose()
 
 

@@ -36,6 +36,7 @@ class PlatformMetrics:
     job_attempts: Counter
     job_seconds: Histogram
     after_commit_failures: Counter
+    replica_reads: Counter
 
 
 _lock = threading.Lock()
@@ -77,6 +78,13 @@ def _build_metrics() -> PlatformMetrics:
             "After-commit hooks that raised, by entity.",
             ["entity"],
         ),
+        replica_reads=Counter(
+            "asanoha_replica_reads",
+            "Queries declared replica=True by the database that served them; those the "
+            "primary served by why the replica did not (unavailable, lagging, behind_caller, "
+            "not_standby).",
+            ["served_by", "reason"],
+        ),
     )
 
 
@@ -106,6 +114,13 @@ def write_outcome(http_status: int) -> WriteOutcome:
 def count_after_commit_failure(entity: str) -> None:
     """Count one after-commit hook of ``entity`` that raised."""
     platform_metrics().after_commit_failures.labels(entity).inc()
+
+
+def count_replica_read(bypass: str | None) -> None:
+    """Count one query that could read the replica: served by it (``bypass`` ``None``) or by
+    the primary, and why."""
+    served_by = "primary" if bypass else "replica"
+    platform_metrics().replica_reads.labels(served_by, bypass or "").inc()
 
 
 def observe_job_attempt(job: str, outcome: JobOutcome, seconds: float) -> None:

@@ -41,6 +41,13 @@ class Settings(BaseSettings):
     #: Test each pooled connection before use (one extra round trip per transaction), so a
     #: database restart costs no failed call per stale connection.
     database_pre_ping: bool = True
+    #: A streaming hot standby of the database: queries declared ``replica=True`` read from
+    #: it when called over HTTP (read-your-writes by the caller's commit position). Unset:
+    #: every read goes to ``database_url``.
+    read_database_url: str | None = None
+    #: Seconds a read replica may lag behind the primary and still serve; past it (or when
+    #: it does not answer) the primary serves.
+    replica_max_lag: float = Field(default=1.0, gt=0)
     broker_url: str = EMBEDDED_BROKER_URL
     #: Prefix of every queue name, so several stacks can share one broker without seeing
     #: each other's messages.

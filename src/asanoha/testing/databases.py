@@ -15,6 +15,7 @@ from sqlalchemy.pool import NullPool
 from asanoha.platform.store.database import normalize_url
 
 DEFAULT_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REPLICA_URL = "postgresql+psycopg://postgres@127.0.0.1:5433/postgres"
 DatabaseKind = Literal["postgres", "postgresql", "sqlite"]
 
 
@@ -37,6 +38,12 @@ def database_prefix() -> str:
 def admin_url() -> str:
     """The server to create test databases on: ``ASANOHA_TEST_DATABASE_URL`` or the local one."""
     return normalize_url(os.environ.get("ASANOHA_TEST_DATABASE_URL") or DEFAULT_ADMIN_URL)
+
+
+def replica_server_url() -> str:
+    """A hot standby of ``admin_url()``'s server, for stacks with a read replica:
+    ``ASANOHA_TEST_REPLICA_URL`` or the local one (``scripts/replica.sh`` starts it)."""
+    return normalize_url(os.environ.get("ASANOHA_TEST_REPLICA_URL") or DEFAULT_REPLICA_URL)
 
 
 @dataclass
@@ -71,6 +78,15 @@ class TestDatabase:
             engine.dispose()
         url = make_url(server).set(database=name).render_as_string(hide_password=False)
         return cls(kind=kind, name=name, url=url, admin_url=server)
+
+    @property
+    def replica_url(self) -> str:
+        """The URL of this database on the hot standby of its server."""
+        return (
+            make_url(replica_server_url())
+            .set(database=self.name)
+            .render_as_string(hide_password=False)
+        )
 
     def drop(self) -> None:
         """Remove the database, ending connections that are still open to it."""

@@ -17,7 +17,7 @@ __all__ = ["StackFactory", "asanoha_drain", "asanoha_stack"]
 
 class StackFactory(Protocol):
     """``asanoha_stack(features=[...], jobs=False, settings=None, database="postgres",
-    tenants=None)``."""
+    tenants=None, replica=False)``."""
 
     def __call__(
         self,
@@ -27,6 +27,7 @@ class StackFactory(Protocol):
         settings: SettingsOverride = None,
         database: DatabaseKind = "postgres",
         tenants: Callable[[], Iterable[str]] | None = None,
+        replica: bool = False,
     ) -> Stack: ...
 
 
@@ -42,8 +43,16 @@ def asanoha_stack() -> Iterator[StackFactory]:
         settings: SettingsOverride = None,
         database: DatabaseKind = "postgres",
         tenants: Callable[[], Iterable[str]] | None = None,
+        replica: bool = False,
     ) -> Stack:
-        stack = Stack(features, jobs=jobs, settings=settings, database=database, tenants=tenants)
+        stack = Stack(
+            features,
+            jobs=jobs,
+            settings=settings,
+            database=database,
+            tenants=tenants,
+            replica=replica,
+        )
         stacks.append(stack)
         return stack
 

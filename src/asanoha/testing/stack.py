@@ -6,10 +6,12 @@ import contextlib
 import datetime as dt
 import os
 import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import OperationalError
 
 from asanoha.app import App
 from asanoha.platform.consumers import Consumers, drain_consumers
@@ -62,6 +64,13 @@ def stack_settings(database_url: str, suffix: str, settings: SettingsOverride) -
     return Settings(**{**defaults, **dict(settings or {}), **isolated})
 
 
+def _with_replica(settings: SettingsOverride, replica_url: str) -> SettingsOverride:
+    """``settings`` that read queries declared ``replica=True`` from ``replica_url``."""
+    if isinstance(settings, Settings):
+        return settings.model_copy(update={"read_database_url": replica_url})
+    return {**dict(settings or {}), "read_database_url": replica_url}
+
+
 class Stack:
     """An application on a fresh database, reached in-process over HTTP.
 
@@ -76,9 +85,12 @@ class Stack:
         settings: SettingsOverride = None,
         database: DatabaseKind = "postgres",
         tenants: Callable[[], Iterable[str]] | None = None,
+        replica: bool = False,
     ) -> None:
         suffix = secrets.token_hex(6)
         self._database = TestDatabase.create(database, f"asanoha_t_{suffix}")
+        if replica:
+            settings = _with_replica(settings, self._database.replica_url)
         self._jobs: JobRuntime | None = None
         self._client: TestClient | None = None
         try:
@@ -93,6 +105,8 @@ class Stack:
             # The stack's tables come from its features, never from a project's migrations
             # folder in the working directory.
             self.app.create_schema(migrations=None)
+            if replica:
+                self.wait_for_replica()
             self._client = TestClient(self.app.http)
             self._client.__enter__()
             self.http = StackHttp(self._client, self.app.settings)
@@ -171,6 +185,28 @@ class Stack:
             yield
         assert statements == [], f"writes were sent: {statements}"
         assert self.row_counts() == before
+
+    def wait_for_replica(self, timeout: float = 30) -> None:
+        """Wait until the read replica has replayed every write committed so far."""
+        replica = self.app.replica
+        if replica is None:
+            raise RuntimeError("this stack has no read replica; create it with replica=True")
+        position = replica.commit_position()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with replica.database.engine.connect() as conn:
+                    replayed = conn.execute(
+                        text("SELECT pg_last_wal_replay_lsn() >= CAST(:at AS pg_lsn)"),
+                        {"at": position},
+                    ).scalar_one()
+                if replayed:
+                    return
+            except OperationalError:
+                pass  # the database itself is not replayed yet
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the read replica did not replay {position} in {timeout} s")
+            time.sleep(0.02)
 
     @property
     def consumers(self) -> Consumers:

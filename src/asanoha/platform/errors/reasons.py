@@ -11,6 +11,7 @@ class Reasons(StrEnum):
     MALFORMED_JSON = "malformed_json"
     JSON_TOO_DEEP = "json_too_deep"
     IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
+    READ_AFTER_INVALID = "read_after_invalid"
     # 401
     TOKEN_MISSING = "token_missing"
     TOKEN_EXPIRED = "token_expired"

@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from asanoha.platform.errors import PayloadTooLargeError, Reasons, ValidationError
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
+from asanoha.platform.http.read_after import note_write
 from asanoha.platform.http.routes import json_endpoint, replay_of, request_meta
 from asanoha.platform.http.wire import ErrorEnvelope, SuccessEnvelope
 from asanoha.platform.model import SessionUser
@@ -82,13 +83,15 @@ def add_batch_route(
         check_batch_size(body, max_items)
         batch = parse_batch(body, model)
         items = [(item.qn, item.payload) for item in batch.items]
-        return service.dispatch_batch(
+        results = service.dispatch_batch(
             items,
             user,
             meta=request_meta(request),
             idempotency_key=request.headers.get(IDEMPOTENCY_HEADER),
             replay=replay_of(request),
         )
+        note_write(request, service)
+        return results
 
     api.add_api_route(
         "/api/batch",

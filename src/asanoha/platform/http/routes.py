@@ -16,6 +16,7 @@ from asanoha.platform.http.access_docs import access_extensions
 from asanoha.platform.http.auth import authenticate
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
+from asanoha.platform.http.read_after import mark_read_after, note_write, read_after_of
 from asanoha.platform.http.request_ids import request_ids_of
 from asanoha.platform.http.wire import (
     ErrorEnvelope,
@@ -83,7 +84,8 @@ def json_endpoint(app: HttpParts, call: Call, *, allow_anonymous: bool = False) 
             return mark_replayed(request, error_response(request, error))
         except Exception as exc:
             return internal_error_response(request, exc, development=settings.development)
-        return mark_replayed(request, success_response(result))
+        response = success_response(result)
+        return mark_read_after(request, mark_replayed(request, response), settings.replica_max_lag)
 
     return endpoint
 
@@ -99,10 +101,11 @@ def handler_call(app: HttpParts, handler: HandlerDef) -> Call:
     def call(request: Request, user: SessionUser, body: Any) -> Any:
         meta = request_meta(request)
         if handler.kind == "query":
-            return service.dispatch_query(handler.qn, body, user, meta=meta)
+            read_after = read_after_of(request) if handler.replica else None
+            return service.dispatch_query(handler.qn, body, user, meta=meta, read_after=read_after)
         # An agent principal's high-risk write runs only with a human's approval token.
         approval = request.headers.get(APPROVAL_HEADER)
-        return service.dispatch_write(
+        result = service.dispatch_write(
             handler.qn,
             body,
             user,
@@ -111,6 +114,8 @@ def handler_call(app: HttpParts, handler: HandlerDef) -> Call:
             idempotency_key=request.headers.get(IDEMPOTENCY_HEADER),
             replay=replay_of(request),
         )
+        note_write(request, service)
+        return result
 
     return call
 

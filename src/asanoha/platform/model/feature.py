@@ -257,13 +257,19 @@ class Feature:
         raw_sql: str | None = None,
         rate_limit: RateLimit | None = None,
         reason: str | None = None,
+        replica: bool = False,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: QueryContext)`` as ``<feature>:query:<name>``.
 
         ``raw_sql="<reason>"`` gives it ``ctx.sql``: reads of its own tables.
         ``rate_limit=RateLimit(...)``: how often one caller may call it; a handler that admits
-        anonymous callers must declare one, or ``rate_limit=None, reason="<why none>"``."""
+        anonymous callers must declare one, or ``rate_limit=None, reason="<why none>"``.
+        ``replica=True``: HTTP calls may read the read replica (``ASANOHA_READ_DATABASE_URL``)
+        when it has replayed the caller's last write and lags at most
+        ``ASANOHA_REPLICA_MAX_LAG``."""
         qn = make_qn(self.name, "query", name)
+        if not isinstance(replica, bool):
+            raise DefinitionError(f"{qn}: replica= takes True or False, not {replica!r}")
         return self._handler(
             "query",
             name,
@@ -274,6 +280,7 @@ class Feature:
             raw_sql=_raw_sql(raw_sql, qn),
             rate_limit=_rate_limit(rate_limit, qn),
             rate_limit_reason=reason,
+            replica=replica,
         )
 
     def _handler(
@@ -291,6 +298,7 @@ class Feature:
         skip_transition_guard: str | None = None,
         rate_limit: RateLimit | None = None,
         rate_limit_reason: str | None = None,
+        replica: bool = False,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
@@ -316,6 +324,7 @@ class Feature:
                     skip_transition_guard=skip_transition_guard,
                     rate_limit=rate_limit,
                     rate_limit_reason=rate_limit_reason,
+                    replica=replica,
                 )
             )
             return func

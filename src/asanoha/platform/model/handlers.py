@@ -92,6 +92,9 @@ class HandlerDef:
     #: Why the handler has no rate limit (``rate_limit=None, reason=...``): then the
     #: application's default does not apply either.
     rate_limit_reason: str | None = None
+    #: A query that may read the read replica (``ASANOHA_READ_DATABASE_URL``) when called
+    #: over HTTP; every other read stays on the primary.
+    replica: bool = False
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses

@@ -32,7 +32,12 @@ from asanoha.platform.errors import (
     ValidationError,
 )
 from asanoha.platform.log_context import bound_log_fields
-from asanoha.platform.metrics import count_after_commit_failure, count_failed_write, count_write
+from asanoha.platform.metrics import (
+    count_after_commit_failure,
+    count_failed_write,
+    count_replica_read,
+    count_write,
+)
 from asanoha.platform.model import (
     EntityDef,
     EventDef,
@@ -89,6 +94,7 @@ from asanoha.platform.store import (
     stream_version,
 )
 from asanoha.platform.store.projections import entity_of_event, lock_entity_row, stream_entity
+from asanoha.platform.store.replica import ReadAfter, ReadReplica
 
 CommitListener = Callable[[Sequence[StoredEvent]], None]
 log = logging.getLogger("asanoha.service")
@@ -115,6 +121,7 @@ class Service:
         rate_limiter: RateLimiter | None = None,
         broker_hold: Callable[[str], float] | None = None,
         key_wrapper: KeyWrapper | None = None,
+        replica: ReadReplica | None = None,
     ) -> None:
         self.registry = registry
         #: Lane -> the QNs of its jobs (a paused lane pauses them).
@@ -137,6 +144,10 @@ class Service:
         #: wraps; without one (development only) as they are.
         self.personal = PersonalData(key_wrapper, self.tables, database.backend)
         attach_personal_data(self.personal, database.engine)
+        #: The read replica of queries declared ``replica=True`` (``None``: none configured).
+        self.replica = replica
+        if replica is not None:
+            attach_personal_data(self.personal, replica.database.engine)
         # Without a configured key (a bare Service in one process) a random one: tokens then
         # hold only in this process.
         signer = ApprovalSigner(approval_key or secrets.token_bytes(32))
@@ -553,12 +564,16 @@ class Service:
         parent: Request | None = None,
         meta: RequestMeta | None = None,
         reads: InstructionReads | None = None,
+        read_after: ReadAfter | None = None,
     ) -> Any:
         """Run the query handler ``qn`` for ``user`` and return its data.
 
         Without ``parent`` it reads in its own read-only transaction and is the entry handler;
         with ``parent`` it reads through the parent's transaction (its own writes included).
-        ``reads`` collects the instruction fields the query reads.
+        ``reads`` collects the instruction fields the query reads. ``read_after``: the caller
+        may be served by the read replica, if the handler is declared ``replica=True`` and
+        the replica has replayed the caller's last write (see ``store.replica``); without
+        it, the primary serves.
         """
         if parent is not None:
             handler, model = self._admit(qn, "query", payload, user)
@@ -574,12 +589,31 @@ class Service:
         ):
             handler, model = self._admit(qn, "query", payload, user)
             self._check_rate(handler, user, meta)
-            with self.database.read_only() as conn:
+            with self._reading(handler, read_after, span) as conn:
                 request = self._open(conn, "query", handler, user, meta, None)
                 span.set("entry.handler", handler.qn)
                 span.set("entry.risk", request.entry.risk if request.entry else None)
                 request.reads = reads
                 return handler.func(model, QueryContext(self, request, handler, user))
+
+    @contextmanager
+    def _reading(
+        self, handler: HandlerDef, read_after: ReadAfter | None, span: telemetry.Span
+    ) -> Iterator[Connection]:
+        """The read-only connection a top-level query reads through."""
+        if self.replica is None or read_after is None or not handler.replica:
+            with self.database.read_only() as conn:
+                yield conn
+            return
+        with self.replica.read_only(read_after) as (conn, bypass):
+            count_replica_read(bypass)
+            span.set("db.replica", bypass is None)
+            yield conn
+
+    def commit_position(self) -> str | None:
+        """Where the primary's log stands after the caller's writes, for the caller's next
+        ``read_after``; ``None`` without a read replica."""
+        return self.replica.commit_position() if self.replica is not None else None
 
     # -- entities, events and jobs ----------------------------------------------------------
 
