@@ -24,7 +24,7 @@ note = Entity(
     fields={"title": fields.text(required=True, personal=False, reason="fixture")},
 )
 notes = Feature("notes")
-notes.crud("note", note, write=ADMIN, read=ADMIN)
+notes.crud("note", note, write=ADMIN, read=ADMIN, replica=True)
 
 
 class Empty(BaseModel):

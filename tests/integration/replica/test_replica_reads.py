@@ -18,7 +18,7 @@ from asanoha.platform.errors import DefinitionError
 from asanoha.platform.http.read_after import READ_AFTER_COOKIE, READ_AFTER_HEADER
 from asanoha.platform.model import SessionUser
 from asanoha.testing import Stack, TestUsers
-from tests.integration.replica.conftest import Empty
+from tests.integration.replica.conftest import Empty, note
 
 pytestmark = pytest.mark.xdist_group("replica")
 
@@ -100,6 +100,32 @@ def test_a_batch_answers_its_position_too(replica_stack: Any, paused_replay: Any
         assert titles(stack, OTHER) == []
 
 
+def test_the_standard_list_and_detail_of_a_crud_declared_replica_read_the_standby(
+    replica_stack: Any, paused_replay: Any
+) -> None:
+    stack = replica_stack(max_lag=60)
+    with paused_replay():
+        response = stack.http.write(CREATE, {"title": "new"}, ADMIN)
+        row_id = response.json()["data"]["id"]
+        stack.http.client.cookies.clear()
+        listed = stack.http.query("notes:query:note:list", {}, OTHER).json()["data"]
+        assert listed["rows"] == []
+        detail = stack.http.query("notes:query:note:detail", {"id": row_id}, OTHER)
+        assert detail.status_code == 404
+        own = stack.http.query(
+            "notes:query:note:detail",
+            {"id": row_id},
+            ADMIN,
+            headers={READ_AFTER_HEADER: response.headers[READ_AFTER_HEADER]},
+        )
+        assert own.json()["data"]["title"] == "new"
+    assert {h.qn for h in stack.registry.handlers if h.replica} == {
+        TITLES,
+        "notes:query:note:list",
+        "notes:query:note:detail",
+    }
+
+
 def test_a_standby_lagging_more_than_the_limit_is_bypassed(
     replica_stack: Any, paused_replay: Any
 ) -> None:
@@ -177,6 +203,8 @@ def test_replica_takes_a_boolean_and_only_queries_take_it() -> None:
 
     with pytest.raises(TypeError, match="replica"):
         feature.write_handler("w", replica=True)  # type: ignore[call-arg]
+    with pytest.raises(DefinitionError, match=r"crud 'note': replica= takes True"):
+        feature.crud("note", note, replica=1)  # type: ignore[arg-type]
 
 
 def test_a_replica_needs_postgres_on_both_sides(tmp_path: Any) -> None:

@@ -136,8 +136,10 @@ def build_crud_handlers(
     descriptions: Mapping[str, str] | None,
     rate_limit: RateLimit | Mapping[str, RateLimit] | None = None,
     rate_limit_reason: str | None = None,
+    replica: bool = False,
 ) -> list[HandlerDef]:
-    """The standard handlers of ``entity_def``, floors applied."""
+    """The standard handlers of ``entity_def``, floors applied; with ``replica`` its queries
+    may read the read replica."""
     entity = entity_def.entity
     default_verbs = [v for v in WRITE_VERBS + READ_VERBS if v != "restore" or entity.soft_delete]
     chosen = list(verbs) if verbs is not None else default_verbs
@@ -168,6 +170,7 @@ def build_crud_handlers(
                 crud=CrudBinding(entity=entity_def.name, verb=verb),
                 rate_limit=limits.get(verb),
                 rate_limit_reason=None if limits.get(verb) else rate_limit_reason,
+                replica=replica and kind == "query",
             )
         )
     return handlers

@@ -121,12 +121,16 @@ class Feature:
         descriptions: Mapping[str, str] | None = None,
         rate_limit: RateLimit | Mapping[str, RateLimit] | None = None,
         reason: str | None = None,
+        replica: bool = False,
     ) -> EntityDef:
         """Register ``entity`` with its standard create/update/delete/restore/list/detail.
 
         ``rate_limit``: one ``RateLimit`` for every standard handler, or one per verb
         (``{"list": RateLimit(...)}``); ``reason``: why the others have none (needed when
-        ``write`` or ``read`` admits anonymous callers)."""
+        ``write`` or ``read`` admits anonymous callers). ``replica=True``: list and detail
+        are declared ``replica=True`` (see ``query_handler``)."""
+        if not isinstance(replica, bool):
+            raise DefinitionError(f"crud {name!r}: replica= takes True or False, not {replica!r}")
         entity_def = self.entity(name, entity, exclude_fields=exclude_fields)
         self.handlers.extend(
             build_crud_handlers(
@@ -138,6 +142,7 @@ class Feature:
                 descriptions=descriptions,
                 rate_limit=rate_limit,
                 rate_limit_reason=reason,
+                replica=replica,
             )
         )
         return entity_def
