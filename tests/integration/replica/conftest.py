@@ -23,8 +23,14 @@ note = Entity(
     table="replica_notes",
     fields={"title": fields.text(required=True, personal=False, reason="fixture")},
 )
+# A personal field: the standby holds its ciphertext, and the read decrypts it there too.
+contact = Entity(
+    table="replica_contacts",
+    fields={"email": fields.text(personal="self")},
+)
 notes = Feature("notes")
 notes.crud("note", note, write=ADMIN, read=ADMIN, replica=True)
+notes.crud("contact", contact, write=ADMIN, read=ADMIN, replica=True)
 
 
 class Empty(BaseModel):
