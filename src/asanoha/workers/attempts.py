@@ -22,6 +22,7 @@ from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
 
 from asanoha.platform.model import JobCancelled, JobDef, Snooze
+from asanoha.platform.personal import redaction
 from asanoha.platform.personal.vault import carried, carry
 from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
 from asanoha.platform.service.outbox import (
@@ -46,6 +47,7 @@ from asanoha.workers.job_rows import (
     Unclaimed,
     describe_error,
     new_claim_token,
+    sanitize_error,
 )
 from asanoha.workers.retry_policy import (
     HARD_LIMIT_GRACE,
@@ -137,6 +139,15 @@ class AttemptRunner:
                 log.info("%s %s attempt %d: over its rate limit; runs in %.1f s", job.qn,
                          row_id, attempt, wait)  # fmt: skip
                 return
+        # What the attempt logs and the error it fails with are stored without the personal
+        # values it was given or read (see ``personal.redaction``).
+        with redaction.revealing():
+            self._attempt(task, job, row_id, attempt, claim, meta)
+
+    def _attempt(
+        self, task: Task, job: JobDef, row_id: uuid.UUID, attempt: int, claim: Claim, meta: JobMeta
+    ) -> None:
+        """Run the claimed ``attempt`` and end it on the row."""
         # Personal values are stored sealed: the job gets them opened (or FORGOTTEN).
         personal, engine = self._service.personal, self._service.database.engine
         ctx = JobContext(
@@ -151,7 +162,7 @@ class AttemptRunner:
         try:
             returned = self._call(job, personal.reveal_detached(engine, claim.payload), ctx)
         except JobCancelled as exc:
-            end = AttemptEnd("cancelled", CANCELLED, describe_error(exc), logs=ctx.log.kept())
+            end = AttemptEnd("cancelled", CANCELLED, _error_text(exc), logs=ctx.log.kept())
             self._end(job, row_id, meta.tenant_id, attempt, claim, end)
             log.info("%s %s attempt %d: cancelled", job.qn, row_id, attempt)
             return
@@ -184,6 +195,8 @@ class AttemptRunner:
         # holds them sealed as they were (see ``personal.vault``).
         context.run(carry, carried())
         carry(None)  # and no further: the next attempt on this thread starts without them
+        # Its scope too: what it reveals is kept out of its logs and error (see ``run``).
+        context.run(redaction.enter, redaction.current())
         if self.thread_time_limits:
             timeout = job_timeout(job, self._settings)
             return call_with_time_limit(
@@ -202,7 +215,7 @@ class AttemptRunner:
     ) -> None:
         """End a failed attempt: a retry on the row, or the job's failure. Raises ``Retry``
         for a retry so Flower shows the attempt as retried."""
-        error = describe_error(exc)
+        error = _error_text(exc)
         logs = ctx.log.kept()
         if ctx.final_attempt or not is_retryable(job, exc):
             end = AttemptEnd("failed", FAILED, error, logs=logs)
@@ -472,6 +485,12 @@ CLOCK_MARGIN = 1.0
 #: Seconds a worker waits before giving a message back when the database failed: a database
 #: that is down would otherwise see the message again at once, over and over.
 GIVE_BACK_PAUSE = 1.0
+
+
+def _error_text(exc: BaseException) -> str:
+    """The error text an attempt's end stores: ``describe_error``'s, its message without the
+    personal values the attempt revealed."""
+    return sanitize_error(redaction.error_text(exc))
 
 
 def _give_back(job: JobDef, row_id: uuid.UUID, doing: str, exc: Exception) -> NoReturn:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, select, update
 
+from asanoha.platform.personal import redaction
 from asanoha.platform.store import Tables
 
 ConsumerStatusName = Literal["idle", "dead", "disabled"]
@@ -189,8 +190,9 @@ def save_cursor(
 
 
 def describe_error(exc: BaseException) -> str:
-    """The error text kept on the cursor row: type and message, bounded, without NUL."""
-    text = f"{type(exc).__name__}: {exc}".replace("\x00", "")
+    """The error text kept on the cursor row: type and message, bounded, without NUL, and
+    without the personal values the pass revealed (see ``personal.redaction``)."""
+    text = redaction.error_text(exc).replace("\x00", "")
     return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"
 
 

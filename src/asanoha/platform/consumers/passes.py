@@ -12,6 +12,7 @@ from asanoha.platform.consumers.context import ConsumerContext
 from asanoha.platform.consumers.cursors import Cursor, describe_error, save_cursor
 from asanoha.platform.consumers.visibility import Visibility
 from asanoha.platform.model import ConsumerDef
+from asanoha.platform.personal import redaction
 from asanoha.platform.personal.events import reveal_event
 from asanoha.platform.store import StoredEvent, Tables
 from asanoha.platform.store.upcasting import upcast
@@ -84,7 +85,12 @@ def run_pass(
         retry_at: dt.datetime | None = None
         failed = False
         # A batch has as many causes as events: the pass's span links to each one's trace.
-        with telemetry.consumer_pass_span(consumer.qn, scan.events) as span:
+        # The error text a failing event leaves holds none of the personal values the pass
+        # revealed (see ``personal.redaction``).
+        with (
+            telemetry.consumer_pass_span(consumer.qn, scan.events) as span,
+            redaction.revealing(),
+        ):
             for event in scan.events:
                 ctx = ConsumerContext(service, conn, consumer, event)
                 error = _deliver(conn, tables, consumer, event, ctx)

@@ -18,7 +18,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import Connection, Engine, event
 
-from asanoha.platform.personal import cipher, subject_keys
+from asanoha.platform.personal import cipher, redaction, subject_keys
 from asanoha.platform.personal.blind_index import blind_hash
 from asanoha.platform.personal.master_keys import KeyWrapper
 from asanoha.platform.personal.sentinel import FORGOTTEN
@@ -324,6 +324,8 @@ class Vault:
         return value
 
     def _remember(self, field: str, value: Any, sealed: str) -> None:
+        # Also kept out of the log lines and error texts of the job or consumer at work.
+        redaction.note(value)
         if isinstance(value, str) and len(value) >= _MIN_MATCHED_TEXT:
             self._by_text[value] = sealed
         self._by_field[(field, _json(value))] = sealed
