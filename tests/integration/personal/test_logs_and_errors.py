@@ -4,14 +4,17 @@ personal values they were given or read: a marker stands for each one."""
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import select
 
-from asanoha import Access, ConsumerContext, Entity, Feature, StoredEvent, fields
+from asanoha import Access, ConsumerContext, Entity, Feature, StoredEvent, WriteContext, fields
 from asanoha.platform.consumers.drain import ConsumerDeadError
+from asanoha.platform.errors import Reasons, ValidationError
 from asanoha.platform.model import Backoff
 from asanoha.platform.model.users import SYSTEM_ROLE
 from asanoha.platform.personal.redaction import MARKER
@@ -70,6 +73,29 @@ def plain(payload: dict[str, Any], ctx: Any) -> None:
     ctx.log.warning("carol", exc_info=ValueError("Carol Ann"))
 
 
+class RowId(BaseModel):
+    id: uuid.UUID
+
+
+@plogs.write_handler("check-contact", access=READERS)
+def check_contact(payload: RowId, ctx: WriteContext) -> Any:
+    """Refuses with the value it read in its message and details."""
+    row = ctx.entity("contact").get(payload.id)
+    raise ValidationError(
+        Reasons.VALIDATION_FAILED,
+        fields=[{"path": "email", "type": "taken", "message": f"{row['email']} is taken"}],
+    )
+
+
+@plogs.job("check", manual=True)
+def check(payload: dict[str, Any], ctx: Any) -> None:
+    """Writes, under an idempotency key, what is refused with a personal value."""
+    try:
+        ctx.write("plogs:write:check-contact", {"id": payload["id"]}, idempotency_key="check-1")
+    except ValidationError as refused:
+        ctx.log.info("refused: %s", refused.details["fields"][0]["message"])
+
+
 @pytest.fixture(params=["postgres", "sqlite"])
 def stack(request: pytest.FixtureRequest, asanoha_stack: Callable[..., Any]) -> Any:
     return asanoha_stack(features=[plogs], jobs=True, database=request.param)
@@ -117,6 +143,19 @@ def test_a_job_stores_its_logs_and_errors_without_the_personal_values(
     stack.drain()
     [run] = job_runs(stack, "plogs:job:plain")
     assert (run.status, run.logs) == ("succeeded", PLAIN_LINES)
+
+
+def test_a_refusal_a_job_keeps_under_its_key_holds_no_personal_value(stack: Any) -> None:
+    row = stack.http.write_ok("plogs:write:contact:create", {"email": CONTACT}, ADMIN)
+    stack.dispatch_job("plogs:job:check", {"id": row["id"]}, ADMIN)
+    stack.drain()
+    [run] = job_runs(stack, "plogs:job:check")
+    assert (run.status, run.logs) == ("succeeded", f"INFO refused: {MARKER} is taken")
+    kept = stack.tables.idempotency
+    with stack.db.connect() as conn:
+        [body] = conn.execute(select(kept.c.body).where(kept.c.key == "check-1")).scalars()
+    assert body["error"]["details"]["fields"][0]["message"] == f"{MARKER} is taken"
+    assert hits(stack, [CONTACT]) == []
 
 
 mail = Entity(table="plog_mail_patients", fields={"email": fields.text(personal="self")})

@@ -174,6 +174,24 @@ def redact(text: str) -> str:
     return revealed.redact(text)
 
 
+def redact_json(value: Any) -> Any:
+    """``value`` (JSON) with each of its texts redacted (see ``redact``)."""
+    revealed = _SCOPE.get()
+    if not revealed:
+        return value
+    return _redact_all(revealed, value)
+
+
+def _redact_all(revealed: Revealed, value: Any) -> Any:
+    if isinstance(value, str):
+        return revealed.redact(value)
+    if isinstance(value, dict):
+        return {key: _redact_all(revealed, inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_redact_all(revealed, inner) for inner in value]
+    return value
+
+
 def error_text(exc: BaseException) -> str:
     """``"Type: message"`` of ``exc``, its message redacted (see ``redact``)."""
     return f"{type(exc).__name__}: {redact(str(exc))}"

@@ -43,6 +43,7 @@ from asanoha.platform.errors import (
     ValidationError,
     VersionConflictError,
 )
+from asanoha.platform.personal import redaction
 from asanoha.platform.personal.vault import reveal, seal_known
 from asanoha.platform.service.approvals import canonical_json
 from asanoha.platform.store import Tables
@@ -124,12 +125,15 @@ class Outcome:
 
     @classmethod
     def of_error(cls, error: AsanohaError) -> Outcome:
-        """The outcome of a refusal; its details become plain JSON data."""
+        """The outcome of a refusal; its details become plain JSON data. Inside a job or a
+        consumer, the personal values it revealed read as ``[personal]`` in them (see
+        ``personal.redaction``)."""
+        details = to_jsonable_python(error.details, serialize_unknown=True)
         body = {
             "code": error.code,
             "reason": str(error.reason),
-            "message": error.message,
-            "details": to_jsonable_python(error.details, serialize_unknown=True),
+            "message": redaction.redact(error.message),
+            "details": redaction.redact_json(details),
         }
         return cls(error.http_status, {"error": body})
 
