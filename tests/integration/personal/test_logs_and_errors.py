@@ -158,6 +158,40 @@ def test_a_refusal_a_job_keeps_under_its_key_holds_no_personal_value(stack: Any)
     assert hits(stack, [CONTACT]) == []
 
 
+@plogs.write_handler("check-twice", access=READERS)
+def check_twice(payload: RowId, ctx: WriteContext) -> Any:
+    """Runs check-contact under a key of its own, in its transaction, and takes the no."""
+    try:
+        ctx.write("plogs:write:check-contact", {"id": str(payload.id)}, idempotency_key="n-1")
+    except ValidationError:
+        return "refused"
+    return "accepted"
+
+
+def test_a_refusal_kept_under_the_key_of_an_http_write_holds_no_personal_value(
+    stack: Any,
+) -> None:
+    row = stack.http.write_ok("plogs:write:contact:create", {"email": CONTACT}, ADMIN)
+    headers = {"Idempotency-Key": "http-1"}
+    first = stack.http.write("plogs:write:check-contact", {"id": row["id"]}, ADMIN, headers)
+    # The caller that asked is answered with what it may read; what is kept is not.
+    assert first.status_code == 400
+    assert CONTACT in first.text
+    again = stack.http.write("plogs:write:check-contact", {"id": row["id"]}, ADMIN, headers)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json()["error"]["details"]["fields"][0]["message"] == f"{MARKER} is taken"
+    # A nested write under a key of its own, inside a write without one.
+    nested = stack.http.write_ok("plogs:write:check-twice", {"id": row["id"]}, ADMIN)
+    assert nested == "refused"
+    kept = stack.tables.idempotency
+    with stack.db.connect() as conn:
+        bodies = {key: body for key, body in conn.execute(select(kept.c.key, kept.c.body))}
+    assert set(bodies) >= {"http-1", "n-1"}
+    for key in ("http-1", "n-1"):
+        assert bodies[key]["error"]["details"]["fields"][0]["message"] == f"{MARKER} is taken"
+    assert hits(stack, [CONTACT]) == []
+
+
 mail = Entity(table="plog_mail_patients", fields={"email": fields.text(personal="self")})
 pmail = Feature("pmail")
 pmail.crud("patient", mail, write=READERS, read=READERS)

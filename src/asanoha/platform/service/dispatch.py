@@ -47,6 +47,7 @@ from asanoha.platform.model import (
     resolve_agent_exposure,
     to_kebab,
 )
+from asanoha.platform.personal import redaction
 from asanoha.platform.personal.events import seal_event_payload
 from asanoha.platform.personal.master_keys import KeyWrapper
 from asanoha.platform.personal.vault import PersonalData
@@ -377,6 +378,16 @@ class Service:
         raised. A write whose key got an outcome meanwhile (committed between this
         transaction's snapshot and its lock) is rolled back and answers that outcome.
         """
+        # The refusal is kept: the personal values the write revealed are kept out of it.
+        with redaction.revealing():
+            return self._run_keyed_revealing(key, replay, run)
+
+    def _run_keyed_revealing(
+        self,
+        key: idempotency.IdempotencyKey,
+        replay: idempotency.Replay | None,
+        run: Callable[[Connection], Any],
+    ) -> tuple[Any, bool]:
         refused: AsanohaError | None = None
         try:
             with self.database.begin() as conn:
@@ -483,6 +494,21 @@ class Service:
         stored = self._hold(request.conn, key, replay)
         if stored is not None:
             return stored.answer()
+        if key is not None and redaction.current() is None:
+            # Its refusal is kept: what the nested write reveals is kept out of it.
+            with redaction.revealing():
+                return self._run_savepoint(request, handler, model, user, key, replay)
+        return self._run_savepoint(request, handler, model, user, key, replay)
+
+    def _run_savepoint(
+        self,
+        request: Request,
+        handler: HandlerDef,
+        model: pydantic.BaseModel,
+        user: SessionUser,
+        key: idempotency.IdempotencyKey | None,
+        replay: idempotency.Replay | None,
+    ) -> Any:
         mark = request.mark()
         savepoint = request.conn.begin_nested()
         try:
