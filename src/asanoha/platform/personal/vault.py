@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -95,7 +95,7 @@ class PersonalData:
         """``value`` with its sealed values opened, through a connection of its own (opened
         only when ``value`` holds one): for a job's payload and trigger result."""
         found: list[cipher.Sealed] = []
-        _collect(value, found)
+        _collect(value, found, {})
         if not found or not self.encrypts:
             return value
         with engine.connect() as conn:
@@ -164,6 +164,9 @@ class Vault:
         # Value seen (sealed or opened) -> its sealed text: by text, and by field name.
         self._by_text: dict[str, str] = {}
         self._by_field: dict[tuple[str, str], str] = {}
+        # Sealed text -> its value, for what this vault sealed or opened: a create answers
+        # the row it just sealed without parsing and decrypting it again.
+        self._opened: dict[str, Any] = {}
         carried = _CARRIED.get()
         if carried is not None:
             self._by_text.update(carried[0])
@@ -218,6 +221,7 @@ class Vault:
         """The subject's key was destroyed in this transaction."""
         self._keys[(tenant_id, subject)] = None
         self._ciphers.pop((tenant_id, subject), None)
+        self._opened.clear()
 
     def drop_created(self) -> None:
         """A savepoint rolled back: keys made in it are gone from the database."""
@@ -232,6 +236,7 @@ class Vault:
 
         self._by_text = {k: v for k, v in self._by_text.items() if kept(v)}
         self._by_field = {k: v for k, v in self._by_field.items() if kept(v)}
+        self._opened.clear()
         self._created = set()
 
     def _cipher(self, ref: KeyRef, *, create: bool, new: bool = False) -> AESGCM | None:
@@ -276,6 +281,7 @@ class Vault:
             return FORGOTTEN
         sealed = cipher.seal(made, tenant_id, subject, scope, field, value)
         self._remember(field, value, sealed)
+        self._opened[sealed] = value
         return sealed
 
     def blind(self, tenant_id: str, scope: str, field: str, value: Any) -> str | None:
@@ -287,14 +293,14 @@ class Vault:
     def prepare(self, value: Any) -> None:
         """Read the keys of every sealed text in ``value`` not yet held, in one query."""
         found: list[cipher.Sealed] = []
-        _collect(value, found)
+        _collect(value, found, self._opened)
         self.preload(sealed.key_ref for sealed in found)
 
     def reveal(self, value: Any) -> Any:
         """``value`` (any JSON) with every sealed text opened; a forgotten one is
         ``FORGOTTEN``, one that does not open stays as it is."""
         found: list[cipher.Sealed] = []
-        _collect(value, found)
+        _collect(value, found, self._opened)
         if not found:
             return value
         self.preload(sealed.key_ref for sealed in found)
@@ -302,6 +308,10 @@ class Vault:
 
     def open(self, text: str) -> Any:
         """One sealed text opened (keys preloaded or read now)."""
+        if text in self._opened:
+            value = self._opened[text]
+            redaction.note(value)
+            return value
         sealed = cipher.parse(text)
         if sealed is None or self.data.wrapper is None:
             return text
@@ -312,6 +322,7 @@ class Vault:
         if not ok:
             return text
         self._remember(sealed.field, value, text)
+        self._opened[text] = value
         return value
 
     def _open_all(self, value: Any) -> Any:
@@ -351,18 +362,19 @@ class Vault:
         return value
 
 
-def _collect(value: Any, found: list[cipher.Sealed]) -> None:
+def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -> None:
+    """The sealed texts in ``value`` that are not ``known`` already."""
     if isinstance(value, str):
-        if cipher.is_sealed(value):
+        if cipher.is_sealed(value) and value not in known:
             sealed = cipher.parse(value)
             if sealed is not None:
                 found.append(sealed)
     elif isinstance(value, dict):
         for inner in value.values():
-            _collect(inner, found)
+            _collect(inner, found, known)
     elif isinstance(value, list):
         for inner in value:
-            _collect(inner, found)
+            _collect(inner, found, known)
 
 
 def _json(value: Any) -> str:
