@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from asanoha.platform import telemetry
 from asanoha.platform.consumers.context import ConsumerContext
 from asanoha.platform.consumers.cursors import Cursor, describe_error, save_cursor
-from asanoha.platform.consumers.visibility import Visibility
+from asanoha.platform.consumers.visibility import Scan, Visibility
 from asanoha.platform.model import ConsumerDef
 from asanoha.platform.personal import redaction
 from asanoha.platform.personal.events import reveal_event
@@ -36,7 +36,11 @@ class PassResult:
     #: consumer has (``None`` when no row was locked).
     partition: int = 0
     partitions: int | None = None
-    #: The cursor moved or its gaps changed: another pass may find more.
+    #: Another pass right away may find more: this one read a full batch, or it changed
+    #: only its gaps (a bound drawn, a gap forgotten), which the next pass carries on. A pass
+    #: that delivered what it found and read less than a batch is done: what was committed
+    #: after its scan waits for the next wake-up, so that a consumer that keeps up with
+    #: its writers does not run pass after pass of a few events each.
     progressed: bool = False
     #: An event failed (the pass stopped there).
     failed: bool = False
@@ -122,12 +126,21 @@ def run_pass(
     return PassResult(
         consumer.qn,
         delivered=len(delivered),
-        progressed=scan.changes_state and not failed,
+        progressed=scan.changes_state
+        and not failed
+        and (not delivered or _more_waiting(scan, limit)),
         failed=failed,
         retry_at=retry_at,
         partition=partition,
         partitions=partitions,
     )
+
+
+def _more_waiting(scan: Scan, limit: int) -> bool:
+    """Whether the scan may have left visible events unread: it read ``limit`` ids past the
+    position (as far as the ids it spans tell), or it stayed at the position reading late
+    events (the ids it left in the gaps are read next)."""
+    return scan.position - scan.start >= limit or (bool(scan.late) and scan.position == scan.start)
 
 
 def _deliver(
