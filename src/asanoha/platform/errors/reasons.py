@@ -50,6 +50,7 @@ class Reasons(StrEnum):
     TRANSACTION_CONFLICT = "transaction_conflict"
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
+    SUBJECT_KEY_EXISTS = "subject_key_exists"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"

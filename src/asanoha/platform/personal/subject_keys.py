@@ -11,6 +11,7 @@ import datetime as dt
 import os
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, select, tuple_, update
 
@@ -63,6 +64,20 @@ def load(
     return found
 
 
+def new_key(wrapper: KeyWrapper, tenant_id: str, subject: str) -> tuple[bytes, dict[str, Any]]:
+    """A new data key for the subject, and its row (to insert) with the key wrapped."""
+    data_key = os.urandom(KEY_BYTES)
+    key_id, wrapped = wrapper.wrap(data_key, _context(tenant_id, subject))
+    row = {
+        "tenant_id": tenant_id,
+        "subject": subject,
+        "wrapped_key": base64.b64encode(wrapped).decode(),
+        "master_key_id": key_id,
+        "created_at": dt.datetime.now(dt.UTC),
+    }
+    return data_key, row
+
+
 def create(
     conn: Connection,
     backend: Backend,
@@ -73,15 +88,7 @@ def create(
 ) -> bytes | None:
     """A new data key for the subject; if another writer made one first (or the subject is
     forgotten), that one (or ``None``)."""
-    data_key = os.urandom(KEY_BYTES)
-    key_id, wrapped = wrapper.wrap(data_key, _context(tenant_id, subject))
-    row = {
-        "tenant_id": tenant_id,
-        "subject": subject,
-        "wrapped_key": base64.b64encode(wrapped).decode(),
-        "master_key_id": key_id,
-        "created_at": dt.datetime.now(dt.UTC),
-    }
+    data_key, row = new_key(wrapper, tenant_id, subject)
     if backend.insert_unless_exists(conn, tables.subject_keys, row) is not None:
         return data_key
     return load(conn, tables, wrapper, [(tenant_id, subject)]).get((tenant_id, subject))

@@ -159,6 +159,9 @@ class Vault:
         self._keys: dict[KeyRef, bytes | None] = {}
         self._ciphers: dict[KeyRef, AESGCM | None] = {}
         self._created: set[KeyRef] = set()
+        # Rows of keys made for new subjects, not inserted yet: the event that creates the
+        # subject's row inserts its key in the same statement (``take_new_keys``).
+        self._new_keys: list[dict[str, Any]] = []
         # Subjects read without a key row (never written; their values cannot open).
         self._absent: set[KeyRef] = set()
         # Value seen (sealed or opened) -> its sealed text: by text, and by field name.
@@ -189,7 +192,8 @@ class Vault:
     ) -> bytes | None:
         """The subject's data key (made when it has none and ``create``); ``None`` when the
         subject is forgotten (or has no key and ``create`` is false). ``new``: the subject
-        most likely has no key yet (a row being created): made without looking first."""
+        most likely has no key yet (a row being created): made without looking first, and its
+        row inserted with the row's first event (``take_new_keys``)."""
         ref = (tenant_id, subject)
         if ref in self._keys:
             return self._keys[ref]
@@ -198,7 +202,7 @@ class Vault:
         wrapper = self.data.wrapper
         assert wrapper is not None
         if new:
-            return self._make(ref)
+            return self._make_new(ref)
         loaded = subject_keys.load(self.conn, self.data.tables, wrapper, [ref])
         if ref in loaded:
             self._keys[ref] = loaded[ref]
@@ -216,6 +220,22 @@ class Vault:
         self._keys[ref] = made
         self._created.add(ref)
         return made
+
+    def _make_new(self, ref: KeyRef) -> bytes:
+        wrapper = self.data.wrapper
+        assert wrapper is not None
+        self._absent.discard(ref)
+        made, row = subject_keys.new_key(wrapper, *ref)
+        self._new_keys.append(row)
+        self._keys[ref] = made
+        self._created.add(ref)
+        return made
+
+    def take_new_keys(self) -> list[dict[str, Any]]:
+        """The rows of the keys made for new subjects since the last call, to insert with
+        the event that creates them (see ``append_event``)."""
+        taken, self._new_keys = self._new_keys, []
+        return taken
 
     def forgotten(self, tenant_id: str, subject: str) -> None:
         """The subject's key was destroyed in this transaction."""
@@ -237,6 +257,7 @@ class Vault:
         self._by_text = {k: v for k, v in self._by_text.items() if kept(v)}
         self._by_field = {k: v for k, v in self._by_field.items() if kept(v)}
         self._opened.clear()
+        self._new_keys = []
         self._created = set()
 
     def _cipher(self, ref: KeyRef, *, create: bool, new: bool = False) -> AESGCM | None:

@@ -39,6 +39,7 @@ from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, keyset
 from asanoha.platform.store.erasure import forget_subject
+from asanoha.platform.store.events import SubjectKeyExists
 from asanoha.platform.store.projections import Row, encode_values
 from asanoha.platform.store.search import search_condition, search_words, searchable_fields
 
@@ -668,20 +669,28 @@ class EntityExecutor(EntityReader):
     def _append(
         self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]
     ) -> StoredEvent:
-        return append_event(
-            self._conn,
-            self._service.database.backend,
-            self._service.tables,
-            tenant_id=self._user.tenant_id,
-            stream_id=stream_id,
-            stream_type=self.entity_def.key,
-            expected_version=expected,
-            type=self.entity_def.event_qn(verb),
-            payload=payload,
-            metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
-            created_by=self._user.id,
-            schema_version=self.entity_def.entity.version,
-        )
+        # The key of a row created with personal values goes in with its first event.
+        personal = self.entity_def.entity.personal_fields and self._service.personal.encrypts
+        try:
+            return append_event(
+                self._conn,
+                self._service.database.backend,
+                self._service.tables,
+                tenant_id=self._user.tenant_id,
+                stream_id=stream_id,
+                stream_type=self.entity_def.key,
+                expected_version=expected,
+                type=self.entity_def.event_qn(verb),
+                payload=payload,
+                metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
+                created_by=self._user.id,
+                schema_version=self.entity_def.entity.version,
+                new_keys=self._vault.take_new_keys() if personal else (),
+            )
+        except SubjectKeyExists as taken:
+            raise ConflictError(
+                Reasons.SUBJECT_KEY_EXISTS, entity=self.entity_def.key, id=taken.subject
+            ) from None
 
     def _project(self, event: StoredEvent) -> Row | None:
         try:

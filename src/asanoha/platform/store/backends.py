@@ -12,10 +12,13 @@ from sqlalchemy import (
     Float,
     String,
     Table,
+    bindparam,
     cast,
     create_engine,
     event,
     func,
+    literal_column,
+    select,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -23,7 +26,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from asanoha.platform.store.inserts import execute_insert
+from asanoha.platform.store.inserts import execute_bound, execute_insert
 
 #: Execution option of a connection whose transactions only read (no write lock on SQLite).
 READS_ONLY = "asanoha_reads_only"
@@ -47,6 +50,18 @@ class Backend(Protocol):
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
         """Insert ``row`` and return its primary key; ``None`` when a unique key exists already."""
+
+    def insert_pair_unless_exists(
+        self,
+        conn: Connection,
+        table: Table,
+        row: dict[str, Any],
+        companion: Table,
+        companion_row: dict[str, Any],
+    ) -> tuple[Any, bool]:
+        """``insert_unless_exists`` of ``companion_row`` into ``companion`` and of ``row``
+        into ``table``: ``row``'s key (``None`` when it exists) and whether the companion was
+        inserted. Postgres sends both in one statement."""
 
     def after_create(self, conn: Connection) -> None:
         """DDL the portable table definitions cannot express."""
@@ -93,6 +108,27 @@ class PostgresBackend:
         # yields nothing: exactly one writer of a stream version wins, and the loser's
         # transaction stays usable (no aborted-transaction state to roll back).
         return _insert_unless_exists(conn, table, row, postgresql.insert)
+
+    def insert_pair_unless_exists(
+        self,
+        conn: Connection,
+        table: Table,
+        row: dict[str, Any],
+        companion: Table,
+        companion_row: dict[str, Any],
+    ) -> tuple[Any, bool]:
+        # One round trip: the companion's INSERT is a data-modifying CTE of the row's.
+        values = {**row, **{_companion_name(key): value for key, value in companion_row.items()}}
+        found = execute_bound(
+            conn,
+            table,
+            values,
+            kind=("pair", companion.name, tuple(row), tuple(companion_row)),
+            build=lambda: _pair_insert(table, tuple(row), companion, tuple(companion_row)),
+        )
+        if found is None:
+            return None, False
+        return found[0], bool(found[1])
 
     def insert_waiting_at_most(
         self, conn: Connection, table: Table, row: dict[str, Any], seconds: float
@@ -205,6 +241,18 @@ class SqliteBackend:
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
         return _insert_unless_exists(conn, table, row, sqlite.insert)
 
+    def insert_pair_unless_exists(
+        self,
+        conn: Connection,
+        table: Table,
+        row: dict[str, Any],
+        companion: Table,
+        companion_row: dict[str, Any],
+    ) -> tuple[Any, bool]:
+        # SQLite has no data-modifying CTEs, and no round trips to save.
+        made = self.insert_unless_exists(conn, companion, companion_row) is not None
+        return self.insert_unless_exists(conn, table, row), made
+
     def after_create(self, conn: Connection) -> None:
         return None
 
@@ -243,6 +291,38 @@ def _insert_unless_exists(
         row,
         kind="unless_exists",
         build=lambda: insert(table).on_conflict_do_nothing().returning(*table.primary_key),
+    )
+
+
+def _companion_name(column: str) -> str:
+    return f"companion_{column}"
+
+
+def _pair_insert(
+    table: Table, keys: tuple[str, ...], companion: Table, companion_keys: tuple[str, ...]
+) -> Any:
+    """``INSERT`` of ``table``'s ``keys`` with a CTE that inserts ``companion``'s, both
+    ``ON CONFLICT DO NOTHING``; it returns the row's key, or no row when that exists, and how
+    many companions were inserted (0 or 1)."""
+    made = (
+        postgresql.insert(companion)
+        .values(
+            {
+                key: bindparam(_companion_name(key), type_=companion.c[key].type)
+                for key in companion_keys
+            }
+        )
+        .on_conflict_do_nothing()
+        .returning(literal_column("1"))
+        .cte("companion_made")
+    )
+    count = select(func.count()).select_from(made).scalar_subquery()
+    return (
+        postgresql.insert(table)
+        .values({key: bindparam(key, type_=table.c[key].type) for key in keys})
+        .on_conflict_do_nothing()
+        .returning(*table.primary_key, count)
+        .add_cte(made)
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -63,11 +63,14 @@ def append_event(
     metadata: Mapping[str, Any],
     created_by: str,
     schema_version: int = 1,
+    new_keys: Sequence[dict[str, Any]] = (),
 ) -> StoredEvent:
     """Append one event as version ``expected_version + 1`` of its stream.
 
     Raises ``VersionConflictError`` when that version exists already: a concurrent writer won,
-    or the caller read a stale version.
+    or the caller read a stale version. ``new_keys``: rows of ``asanoha_subject_keys`` to
+    insert with the event (the last one in the same statement); ``SubjectKeyExists`` when
+    a subject has one already.
     """
     now = dt.datetime.now(dt.UTC)
     row = {
@@ -84,7 +87,10 @@ def append_event(
     }
     with telemetry.event_span(type, stream_id) as span:
         keyed = {**row, "partition_key": partition_key(tenant_id, stream_id)}
-        event_id = backend.insert_unless_exists(conn, tables.events, keyed)
+        if not new_keys:
+            event_id = backend.insert_unless_exists(conn, tables.events, keyed)
+        else:
+            event_id = _insert_with_keys(conn, backend, tables, keyed, new_keys)
         if event_id is None:
             raise VersionConflictError(
                 stream_id=stream_id,
@@ -93,6 +99,35 @@ def append_event(
             )
         span.set("event.position", int(event_id))
     return StoredEvent(id=int(event_id), **row)  # type: ignore[arg-type]
+
+
+class SubjectKeyExists(Exception):
+    """A key row could not be made: its subject has one (or a forgotten one) already."""
+
+    def __init__(self, tenant_id: str, subject: str) -> None:
+        super().__init__(f"subject {subject!r} of tenant {tenant_id!r} has a key row already")
+        self.tenant_id = tenant_id
+        self.subject = subject
+
+
+def _insert_with_keys(
+    conn: Connection,
+    backend: Backend,
+    tables: Tables,
+    event: dict[str, Any],
+    new_keys: Sequence[dict[str, Any]],
+) -> Any:
+    """The event's id (``None``: its version exists), its subjects' key rows inserted too."""
+    *before, last = new_keys
+    for key_row in before:
+        if backend.insert_unless_exists(conn, tables.subject_keys, key_row) is None:
+            raise SubjectKeyExists(key_row["tenant_id"], key_row["subject"])
+    event_id, made = backend.insert_pair_unless_exists(
+        conn, tables.events, event, tables.subject_keys, last
+    )
+    if event_id is not None and not made:
+        raise SubjectKeyExists(last["tenant_id"], last["subject"])
+    return event_id
 
 
 def read_events(

@@ -16,7 +16,7 @@ connection invalidated in the pool) apply as for any other statement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,10 @@ def compile_insert(
     bound = {compiled.binds[name].key for name in names}
     if bound != set(keys) or len(names) != len(keys):
         return None
+    return _compiled(compiled, names, dialect)
+
+
+def _compiled(compiled: Any, names: Sequence[str], dialect: Dialect) -> CompiledInsert:
     escaped = compiled.escaped_bind_names or {}
     binds = []
     for name in names:
@@ -69,6 +73,41 @@ def compile_insert(
         processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
         binds.append((escaped.get(name, name), bind.key, processor))
     return CompiledInsert(compiled.string, tuple(binds), bool(compiled.positional))
+
+
+def execute_bound(
+    conn: Connection,
+    table: Table,
+    row: Mapping[str, Any],
+    *,
+    kind: Hashable,
+    build: Callable[[], Any],
+) -> tuple[Any, ...] | None:
+    """Run the statement ``build()`` makes, whose every value is a named ``bindparam`` that
+    ``row`` gives (compiled once per ``kind`` and dialect, kept with ``table``); return the
+    first row it returns (``None`` when none). Inside a transaction only."""
+    cache: dict[tuple[Any, ...], CompiledInsert | None] = table.info.setdefault(_CACHE_KEY, {})
+    cache_key = (kind, conn.dialect)
+    compiled = cache.get(cache_key)
+    if compiled is None:
+        made: Any = build().compile(dialect=conn.dialect)
+        names = list(made.positiontup) if made.positional else list(made.binds)
+        compiled = cache[cache_key] = _compiled(made, names, conn.dialect)
+    return _run(conn, compiled, row)
+
+
+def _run(
+    conn: Connection, compiled: CompiledInsert, row: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    cursor = conn.connection.cursor()
+    try:
+        conn._cursor_execute(cursor, compiled.sql, compiled.parameters(row))
+        found: tuple[Any, ...] | None = (
+            cursor.fetchone() if cursor.description is not None else None
+        )
+        return found
+    finally:
+        cursor.close()
 
 
 def execute_insert(
@@ -99,12 +138,7 @@ def execute_insert(
         compiled = cache[cache_key] = compile_insert(make(), conn.dialect, keys)
     if compiled is None:
         return _execute_core(conn, make(), row)
-    cursor = conn.connection.cursor()
-    try:
-        conn._cursor_execute(cursor, compiled.sql, compiled.parameters(row))
-        found = cursor.fetchone() if cursor.description is not None else None
-    finally:
-        cursor.close()
+    found = _run(conn, compiled, row)
     return None if found is None else found[0]
 
 
