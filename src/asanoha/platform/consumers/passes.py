@@ -36,9 +36,10 @@ class PassResult:
     #: consumer has (``None`` when no row was locked).
     partition: int = 0
     partitions: int | None = None
-    #: Another pass right away may find more: this one read a full batch, or it changed
-    #: only its gaps (a bound drawn, a gap forgotten), which the next pass carries on. A pass
-    #: that delivered what it found and read less than a batch is done: what was committed
+    #: Another pass right away may find more: this one read a full batch, or it delivered
+    #: nothing but changed the cursor (a gap's bound drawn, a gap forgotten, the position
+    #: moved past other consumers' events), which the next pass carries on. A pass that
+    #: delivered what it found and read less than a batch is done: what was committed
     #: after its scan waits for the next wake-up, so that a consumer that keeps up with
     #: its writers does not run pass after pass of a few events each.
     progressed: bool = False
