@@ -12,10 +12,10 @@ per further partition (``advance(name, partition)``), which other workers take w
 delivers the first; each partition's cursor is locked on its own, so they run in parallel
 and a partition another process holds is skipped.
 
-Without the workers' tick (``ASANOHA_CONSUMER_TICK_INTERVAL=0``) the task is the only driver,
-so it leaves nothing behind: a cursor it found held by someone else (a pass whose scan came
-before the event that woke it, an operator's command) gets a follow-up task shortly after,
-and a consumer waiting for its next attempt at a failing event gets one when it is due.
+A cursor the task found held by someone else (a pass whose scan came before the event that
+woke it, an operator's command) gets a follow-up task shortly after. Without the workers'
+tick (``ASANOHA_CONSUMER_TICK_INTERVAL=0``) the task is the only driver, so a consumer
+waiting for its next attempt at a failing event gets one too, when it is due.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ WAKE_INTERVAL = 0.05
 #: Seconds an advance task may wait in the queue before it is dropped: a later wake-up or
 #: the tick does the same work.
 ADVANCE_EXPIRES = 60.0
-#: Seconds before a follow-up tries a cursor that was held by someone else.
-BUSY_FOLLOW_UP = 0.5
+#: Seconds before a follow-up tries a cursor that was held by someone else (a pass is
+#: short: the holder is most likely done by then).
+BUSY_FOLLOW_UP = 0.2
 
 log = logging.getLogger("asanoha.consumers")
 
@@ -61,10 +62,9 @@ def register_advance_task(celery: Celery, consumers: Consumers, settings: Settin
                 consumers, lambda qn, part: publish_advance(celery, settings, key=(qn, part))
             )
             round_ = consumers.run()
-        if not ticking:
-            delay = follow_up_delay(round_, settings.broker_countdown_max)
-            if delay is not None:
-                follow_ups.want(delay)
+        delay = follow_up_delay(round_, settings.broker_countdown_max, ticking=ticking)
+        if delay is not None:
+            follow_ups.want(delay)
         return round_.delivered
 
     task: Task = advance_consumers
@@ -84,14 +84,19 @@ def spread_partitions(consumers: Consumers, send: Callable[[str, int], None]) ->
                 return
 
 
-def follow_up_delay(round_: Round, longest: float) -> float | None:
+def follow_up_delay(round_: Round, longest: float, *, ticking: bool = False) -> float | None:
     """Seconds until the next advance ``round_`` asks for, at most ``longest`` (a longer
     wait is a chain of follow-ups, so the broker never holds a long countdown); ``None``:
-    none needed."""
+    none needed.
+
+    A cursor held by another pass gets one in every mode: that pass may have scanned before
+    the event that woke this task, and stops once it read less than a batch, so without a
+    follow-up the event would wait for the workers' tick. With the tick, a failing event's
+    next attempt is the tick's to run."""
     delays: list[float] = []
     if round_.busy:
         delays.append(BUSY_FOLLOW_UP)
-    if round_.next_attempt_at is not None:
+    if round_.next_attempt_at is not None and not ticking:
         due = (round_.next_attempt_at - dt.datetime.now(dt.UTC)).total_seconds()
         delays.append(max(0.0, due))
     return min(min(delays), longest) if delays else None

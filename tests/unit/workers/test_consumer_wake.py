@@ -49,6 +49,10 @@ def test_a_round_that_left_a_cursor_held_or_a_retry_asks_for_a_follow_up():
     # Long waits are a chain of follow-ups: the broker never holds a long countdown.
     assert follow_up_delay(Round(next_attempt_at=now + dt.timedelta(hours=1)), 60) == 60
     assert follow_up_delay(Round(next_attempt_at=now - dt.timedelta(seconds=1)), 60) == 0
+    # With the workers' tick: a held cursor still gets one, a failing event's attempt not.
+    held = Round(busy=("a:consumer:b",), next_attempt_at=now - dt.timedelta(seconds=1))
+    assert follow_up_delay(held, 60, ticking=True) == BUSY_FOLLOW_UP
+    assert follow_up_delay(Round(next_attempt_at=now), 60, ticking=True) is None
 
 
 def test_a_follow_up_already_scheduled_earlier_covers_a_later_one():
