@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from asanoha.platform.errors import AsanohaError
+from asanoha.platform.http.read_after import note_write, read_after_of
 from asanoha.platform.http.routes import request_meta
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service import Service
@@ -55,8 +56,13 @@ async def _call(
 
     def call() -> Any:
         if kind == "query":
-            return service.dispatch_query(qn, payload, user, meta=meta)
-        return service.dispatch_write(qn, payload, user, meta=meta)
+            # The browser's read-after cookie keeps an operator on its own changes when the
+            # pages read a replica.
+            after = read_after_of(request)
+            return service.dispatch_query(qn, payload, user, meta=meta, read_after=after)
+        data = service.dispatch_write(qn, payload, user, meta=meta)
+        note_write(request, service)
+        return data
 
     try:
         # Handlers are synchronous: off the event loop, as the API runs them.

@@ -37,6 +37,7 @@ from asanoha.console.session import (
 )
 from asanoha.console.writes import OUTCOMES, write_counts
 from asanoha.platform.errors import AsanohaError, Reasons
+from asanoha.platform.http.read_after import mark_read_after
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 
 if TYPE_CHECKING:
@@ -139,7 +140,9 @@ class Console:
                     reason="The form did not carry this session's CSRF token: reload the page "
                     "and try again.",
                 )
-            return await act(request, session)
+            response = await act(request, session)
+            # Its write's position: the pages that follow read what it did.
+            return mark_read_after(request, response, self.parts.settings.replica_max_lag)
 
         return endpoint
 

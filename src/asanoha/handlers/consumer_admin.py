@@ -50,6 +50,7 @@ class ConsumerName(BaseModel):
 @feature.query_handler(
     "status",
     access=OPERATORS,
+    replica=True,
     description=(
         "Every event consumer with its position, lag, status, attempts, last error and next "
         "attempt; outside the operator tenant, as the caller's tenant sees it."

@@ -252,6 +252,7 @@ def resume(payload: PauseTarget, ctx: WriteContext) -> dict[str, Any]:
 @feature.query_handler(
     "runs",
     access=SYSTEM_ADMINS,
+    replica=True,
     description=(
         "The newest job attempts of this tenant (or of one job, by id): job, task id, "
         "attempt, status, error and the lines the attempt logged."
@@ -285,6 +286,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
 @feature.query_handler(
     "failed",
     access=SYSTEM_ADMINS,
+    replica=True,
     description="Jobs of this tenant that failed for good, newest first, with their last error.",
 )
 def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
@@ -326,6 +328,7 @@ class SummaryWindow(BaseModel):
 @feature.query_handler(
     "jobs",
     access=SYSTEM_ADMINS,
+    replica=True,
     description=(
         "Job rows of this tenant in any state, newest first, filtered by state, job or id: "
         "state, attempt, not_before and last error."
@@ -361,6 +364,7 @@ def jobs(payload: JobFilter, ctx: QueryContext) -> list[dict[str, Any]]:
 @feature.query_handler(
     "summary",
     access=SYSTEM_ADMINS,
+    replica=True,
     description=(
         "This tenant's job rows counted by job, lane and state, and the attempts that "
         "succeeded or failed in each minute of the last hour (or ``minutes``)."
