@@ -27,6 +27,7 @@ from pathlib import Path
 import psycopg
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
+from _fleet_probe import busy_share, cpu_seconds, cpu_ticks, spent
 from _partitioned_app import CONSUMER, EVENT_TYPE, partitioned_feature
 from _processes import descendants, started, wait_for_output
 from _results import Figure, at_least, safe_ratio, write_figures
@@ -73,35 +74,6 @@ def fill(url: str, events: int) -> None:
             )
 
 
-def _cpu_ticks() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot (``/proc/stat``; zeros elsewhere)."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    except (OSError, ValueError):
-        return 0, 0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields)
-
-
-def _busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
-    """How busy the machine's CPUs were between two readings (every process, not only ours)."""
-    total = after[1] - before[1]
-    return (after[0] - before[0]) / total if total else 0.0
-
-
-def _cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """User + system CPU seconds of each process in ``pids`` that is still there."""
-    tick = os.sysconf("SC_CLK_TCK")
-    found: dict[int, float] = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        found[pid] = (int(fields[11]) + int(fields[12])) / tick
-    return found
-
-
 def _backends(database: str) -> list[int]:
     """The Postgres server processes serving ``database`` (their title names it)."""
     pids: list[int] = []
@@ -115,10 +87,6 @@ def _backends(database: str) -> list[int]:
         if title.startswith("postgres:") and f" {database} " in title:
             pids.append(int(entry.name))
     return pids
-
-
-def _spent(before: dict[int, float], after: dict[int, float]) -> float:
-    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def copies(url: str) -> int:
@@ -162,10 +130,10 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                     wait_for_output(worker, "ready", timeout=120)
                 database = url.rsplit("/", 1)[1]
                 ours = [first.pid, *descendants(first.pid), second.pid, *descendants(second.pid)]
-                workers_before = _cpu_seconds(ours)
-                server_before = _cpu_seconds(_backends(database))
+                workers_before = cpu_seconds(ours)
+                server_before = cpu_seconds(_backends(database))
                 began = time.perf_counter()
-                busy_before = _cpu_ticks()
+                busy_before = cpu_ticks()
                 app.consumers.enable(CONSUMER)
                 publish_advance(app.celery, settings)
                 deadline = time.monotonic() + args.timeout
@@ -174,9 +142,9 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                         raise RuntimeError(f"{copies(url)} of {args.events} within the timeout")
                     time.sleep(0.02)
                 seconds = time.perf_counter() - began
-                busy = _busy_share(busy_before, _cpu_ticks())
-                workers = _spent(workers_before, _cpu_seconds(ours))
-                server = _spent(server_before, _cpu_seconds(_backends(database)))
+                busy = busy_share(busy_before, cpu_ticks())
+                workers = spent(workers_before, cpu_seconds(ours))
+                server = spent(server_before, cpu_seconds(_backends(database)))
         finally:
             app.close()
         per_event = (workers + server) / args.events * 1000
