@@ -168,10 +168,19 @@ def _check(app: App, deliveries: list[Any]) -> None:
         assert versions == list(range(1, len(versions) + 1)), stream
 
 
+def _wait_for_workers(app: App, count: int) -> None:
+    """Until ``count`` workers answer a ping: writes made before they are up would be
+    delivered by whichever starts first, all by one process."""
+    deadline = time.monotonic() + DELIVERY_TIMEOUT
+    while len(app.celery.control.ping(timeout=1.0)) < count:
+        assert time.monotonic() < deadline, f"{count} workers did not start"
+
+
 def test_two_workers_share_the_partitions_of_one_consumer(private_redis):
     with e2e_app([feature], private_redis.url) as app:
         workers = [start_asanoha_worker(app.settings, APP, concurrency=2) for _ in range(2)]
         try:
+            _wait_for_workers(app, 2)
             writers = Writers(app)
             writers.start()
             writers.join()
