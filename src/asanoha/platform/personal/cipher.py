@@ -7,7 +7,6 @@ no longer opens.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import os
@@ -19,6 +18,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 PREFIX = "pii1."
 NONCE_BYTES = 12
+#: Built once: ``json.dumps`` with arguments builds an encoder on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_STANDARD = bytes.maketrans(b"-_", b"+/")
 
 
 @dataclass(frozen=True)
@@ -39,18 +42,20 @@ class Sealed:
 
 
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+    """URL-safe base64 without padding."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode()
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    padded = (text + "=" * (-len(text) % 4)).encode("ascii")
+    return binascii.a2b_base64(padded.translate(_STANDARD))
 
 
 def seal(cipher: AESGCM, tenant_id: str, subject: str, scope: str, field: str, value: Any) -> str:
     """``value`` (JSON) sealed under ``cipher`` (the subject's data key)."""
-    header = _b64(json.dumps([tenant_id, subject, scope, field], separators=(",", ":")).encode())
+    header = _b64(_COMPACT.encode([tenant_id, subject, scope, field]).encode())
     nonce = os.urandom(NONCE_BYTES)
-    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    plain = _COMPACT.encode(value).encode()
     return f"{PREFIX}{header}.{_b64(nonce + cipher.encrypt(nonce, plain, header.encode()))}"
 
 

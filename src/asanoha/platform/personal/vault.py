@@ -398,8 +398,12 @@ def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -
             _collect(inner, found, known)
 
 
+#: Built once: ``json.dumps`` with arguments builds an encoder on every call.
+_SORTED = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def _json(value: Any) -> str:
     try:
-        return json.dumps(value, sort_keys=True, default=str)
+        return _SORTED.encode(value)
     except (TypeError, ValueError):
         return repr(value)
