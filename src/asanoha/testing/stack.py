@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from asanoha.app import App
@@ -195,12 +195,7 @@ class Stack:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with replica.database.engine.connect() as conn:
-                    replayed = conn.execute(
-                        text("SELECT pg_last_wal_replay_lsn() >= CAST(:at AS pg_lsn)"),
-                        {"at": position},
-                    ).scalar_one()
-                if replayed:
+                if replica.has_replayed(position):
                     return
             except OperationalError:
                 pass  # the database itself is not replayed yet

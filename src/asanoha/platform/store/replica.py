@@ -36,15 +36,16 @@ CONNECT_TIMEOUT_SECONDS = 2
 #: Why a query that could read the standby read the primary.
 Bypass = Literal["unavailable", "lagging", "behind_caller", "not_standby"]
 
+#: Whether the standby has replayed the position ``:after``.
+_REPLAYED = "pg_last_wal_replay_lsn() >= CAST(:after AS pg_lsn)"
 # One statement: whether the standby has replayed the caller's write, and how far it lags.
 # It is caught up when it replayed all it received from a WAL receiver that streams; else
 # its lag is the age of the last transaction it replayed (a standby cut off from its primary
 # thus ages until it is bypassed).
 _STANDBY_STATE = text(
-    """
+    f"""
     SELECT pg_is_in_recovery() AS standby,
-           CASE WHEN CAST(:after AS pg_lsn) IS NULL THEN true
-                ELSE pg_last_wal_replay_lsn() >= CAST(:after AS pg_lsn) END AS has_write,
+           CASE WHEN CAST(:after AS pg_lsn) IS NULL THEN true ELSE {_REPLAYED} END AS has_write,
            CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
                      AND EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')
                 THEN 0.0
@@ -52,6 +53,7 @@ _STANDBY_STATE = text(
            END AS lag
     """
 )
+_HAS_REPLAYED = text(f"SELECT {_REPLAYED}")
 
 
 def valid_position(position: str) -> bool:
@@ -90,6 +92,12 @@ class ReadReplica:
         """The primary's WAL insert position now: at or past every commit made before."""
         with self.primary.engine.connect() as conn:
             return str(conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn()").scalar_one())
+
+    def has_replayed(self, position: str) -> bool:
+        """Whether the standby has replayed ``position`` (a ``commit_position``); raises the
+        driver's error when it does not answer."""
+        with self.database.engine.connect() as conn:
+            return bool(conn.execute(_HAS_REPLAYED, {"after": position}).scalar_one())
 
     @contextmanager
     def read_only(self, after: ReadAfter) -> Iterator[tuple[Connection, Bypass | None]]:
