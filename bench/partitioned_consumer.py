@@ -27,7 +27,7 @@ from pathlib import Path
 import psycopg
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
-from _fleet_probe import busy_share, cpu_seconds, cpu_ticks, spent
+from _fleet_probe import busy_share, cpu_seconds, cpu_ticks, postgres_processes, spent
 from _partitioned_app import CONSUMER, EVENT_TYPE, partitioned_feature
 from _processes import descendants, started, wait_for_output
 from _results import Figure, at_least, safe_ratio, write_figures
@@ -74,21 +74,6 @@ def fill(url: str, events: int) -> None:
             )
 
 
-def _backends(database: str) -> list[int]:
-    """The Postgres server processes serving ``database`` (their title names it)."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            title = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if title.startswith("postgres:") and f" {database} " in title:
-            pids.append(int(entry.name))
-    return pids
-
-
 def copies(url: str) -> int:
     with psycopg.connect(conninfo(url)) as conn:
         found = conn.execute("SELECT count(*) FROM parted_copies").fetchone()
@@ -131,7 +116,7 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                 database = url.rsplit("/", 1)[1]
                 ours = [first.pid, *descendants(first.pid), second.pid, *descendants(second.pid)]
                 workers_before = cpu_seconds(ours)
-                server_before = cpu_seconds(_backends(database))
+                server_before = cpu_seconds(postgres_processes(database)[0])
                 began = time.perf_counter()
                 busy_before = cpu_ticks()
                 app.consumers.enable(CONSUMER)
@@ -144,7 +129,7 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                 seconds = time.perf_counter() - began
                 busy = busy_share(busy_before, cpu_ticks())
                 workers = spent(workers_before, cpu_seconds(ours))
-                server = spent(server_before, cpu_seconds(_backends(database)))
+                server = spent(server_before, cpu_seconds(postgres_processes(database)[0]))
         finally:
             app.close()
         per_event = (workers + server) / args.events * 1000
