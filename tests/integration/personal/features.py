@@ -93,6 +93,17 @@ def forget_customer(payload: RowId, ctx: WriteContext) -> Any:
     return ctx.entity("customer").forget(payload.id)
 
 
+class Invite(BaseModel):
+    email: str
+    plan: str
+
+
+@personal.write_handler("invite", access=ADMIN, agent=Agent(risk="high"), personal=["email"])
+def invite(payload: Invite, ctx: WriteContext) -> Any:
+    """A custom handler that carries a personal value in its payload."""
+    return ctx.entity("customer").create({"email": payload.email, "plan": payload.plan})
+
+
 #: What ``welcome`` was given: (payload e-mail, trigger result e-mail).
 WELCOMED: list[tuple[Any, Any]] = []
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from asanoha import Feature, WriteContext
+from asanoha.platform.errors import DefinitionError
 from asanoha.testing import TestUsers
+from tests.integration.personal.features import ADMIN, Invite
 from tests.integration.personal.scan import hits
 from tests.integration.personal.test_forget import ALICE
 
@@ -28,3 +33,32 @@ def test_a_stored_approval_summary_holds_no_personal_value(stack: Any) -> None:
     with stack.db.connect() as conn:
         stored = conn.execute(approvals.select()).one().summary
     assert "[personal]" in stored and "gold" in stored
+
+
+def test_a_custom_handler_names_the_personal_fields_of_its_payload(stack: Any) -> None:
+    approval = stack.http.write_ok(
+        "agent:write:approve",
+        {
+            "handler": "personal:write:invite",
+            "payload": {"email": ALICE["email"], "plan": "gold"},
+            "principal": "assistant",
+            "channel": "test",
+        },
+        TestUsers.admin,
+    )
+    assert ALICE["email"] in approval["summary"]
+    assert hits(stack, [ALICE["email"]]) == []
+    with stack.db.connect() as conn:
+        stored = conn.execute(stack.tables.agent_approvals.select()).one().summary
+    assert "[personal]" in stored and "gold" in stored
+
+
+def test_personal_names_a_field_of_the_payload() -> None:
+    feature = Feature("invites")
+    with pytest.raises(DefinitionError, match=r"invites:write:invite: personal= names 'mail'"):
+
+        @feature.write_handler("invite", access=ADMIN, personal=["mail"])
+        def invite(payload: Invite, ctx: WriteContext) -> None: ...
+
+    with pytest.raises(DefinitionError, match="personal= takes a list of payload field names"):
+        feature.write_handler("invite", access=ADMIN, personal="email")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -223,6 +223,7 @@ class Feature:
         skip_transition_guard: str | None = None,
         rate_limit: RateLimit | None = None,
         reason: str | None = None,
+        personal: Collection[str] = (),
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
 
@@ -234,6 +235,8 @@ class Feature:
         entity's declared ``transitions`` (a repair, an import). ``rate_limit=RateLimit(...)``:
         how often one caller may call it (429 ``rate_limited`` beyond); a handler that admits
         anonymous callers must declare one, or ``rate_limit=None, reason="<why none>"``.
+        ``personal=["email", ...]``: payload fields that carry personal values, shown as
+        ``[personal]`` in the stored summary of an approval of the call.
         """
         qn = make_qn(self.name, "write", name)
         return self._handler(
@@ -249,6 +252,7 @@ class Feature:
             skip_transition_guard=_skip_transition_guard(skip_transition_guard, qn),
             rate_limit=_rate_limit(rate_limit, qn),
             rate_limit_reason=reason,
+            personal_payload=_personal_payload(personal, qn),
         )
 
     def query_handler(
@@ -304,6 +308,7 @@ class Feature:
         rate_limit: RateLimit | None = None,
         rate_limit_reason: str | None = None,
         replica: bool = False,
+        personal_payload: frozenset[str] = frozenset(),
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
@@ -330,6 +335,7 @@ class Feature:
                     rate_limit=rate_limit,
                     rate_limit_reason=rate_limit_reason,
                     replica=replica,
+                    personal_payload=personal_payload,
                 )
             )
             return func
@@ -612,6 +618,12 @@ def _rate_limit(limit: RateLimit | None, qn: str) -> RateLimit | None:
     if limit is not None and not isinstance(limit, RateLimit):
         raise DefinitionError(f"{qn}: rate_limit= takes RateLimit('20/minute', per=...)")
     return limit
+
+
+def _personal_payload(names: Collection[str], qn: str) -> frozenset[str]:
+    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+        raise DefinitionError(f"{qn}: personal= takes a list of payload field names")
+    return frozenset(names)
 
 
 def _skip_transition_guard(reason: str | None, qn: str) -> str | None:

@@ -95,6 +95,9 @@ class HandlerDef:
     #: A query that may read the read replica (``ASANOHA_READ_DATABASE_URL``) when called
     #: over HTTP; every other read stays on the primary.
     replica: bool = False
+    #: The payload fields of a custom write handler that carry personal values: the stored
+    #: summary of an approval of its call shows ``[personal]`` for them.
+    personal_payload: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses
@@ -102,6 +105,7 @@ class HandlerDef:
         # says nothing about its rate limit.
         check_declared_hints(self)
         check_rate_limit_declaration(self.qn, self.access, self.rate_limit, self.rate_limit_reason)
+        check_personal_payload(self.qn, self.payload_model, self.personal_payload)
 
 
 @dataclass(frozen=True)
@@ -236,4 +240,14 @@ def check_priority(priority: int | None, job_qn: str) -> None:
         raise DefinitionError(
             f"{job_qn}: priority must be a whole number from 0 (lowest) to 9 (runs first), "
             f"not {priority!r}"
+        )
+
+
+def check_personal_payload(qn: str, model: type[BaseModel], names: frozenset[str]) -> None:
+    """Refuse ``personal=`` names that are not fields of the handler's payload model."""
+    unknown = sorted(names - set(model.model_fields))
+    if unknown:
+        raise DefinitionError(
+            f"{qn}: personal= names {', '.join(map(repr, unknown))}, not a field of its "
+            f"payload {model.__name__} (fields: {', '.join(model.model_fields) or 'none'})"
         )

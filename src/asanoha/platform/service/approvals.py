@@ -107,7 +107,8 @@ class CallDescription:
     #: Every row the payload names, in the order of the target fields.
     targets: tuple[Target, ...]
     changes: tuple[FieldChange, ...]
-    #: The personal fields of a standard handler's entity: kept out of the stored summary.
+    #: The personal fields of a standard handler's entity, or those a custom handler
+    #: declares (``personal=``): kept out of the stored summary.
     personal: frozenset[str] = frozenset()
 
     @property
@@ -247,7 +248,7 @@ def describe_call(
         for row_id in named_rows(handler, payload)
     )
     changes: list[FieldChange] = []
-    personal: frozenset[str] = frozenset()
+    personal = handler.personal_payload
     if handler.crud and handler.crud.verb in ("create", "update"):
         entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
         personal = entity_def.entity.personal_fields
