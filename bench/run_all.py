@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{benchmark.script:<22}{outcome.seconds:7.1f} s   {state}", flush=True)
     load_after = os.getloadavg()
     text = render(outcomes, args.quick, started, load_before, load_after, args.database_url)
-    output.write_text(text, encoding="utf-8")
+    kept = hand_written(output.read_text(encoding="utf-8")) if output.exists() else []
+    output.write_text(with_sections(text, kept), encoding="utf-8")
     print(f"wrote {output}")
     failed = [o for o in outcomes if not o.skipped and o.returncode != 0]
     for outcome in failed:
@@ -238,6 +239,30 @@ def render(
         lines += report_tail(outcome.output)
         lines += ["```"]
     return "\n".join(lines) + "\n"
+
+
+#: The sections ``render`` writes; every other ``## `` section of the file is written by hand
+#: (a run of one benchmark on its own, what a figure means) and is kept by the next run.
+GENERATED_SECTIONS = ("Machine", "Figures", "Runs")
+
+
+def hand_written(text: str) -> list[str]:
+    """The sections of a results file that ``render`` did not write, in their order."""
+    sections: list[str] = []
+    for part in text.split("\n## ")[1:]:
+        heading = part.split("\n", 1)[0].strip()
+        if heading in GENERATED_SECTIONS or heading.endswith("(its report)"):
+            continue
+        sections.append("## " + part.rstrip("\n") + "\n")
+    return sections
+
+
+def with_sections(text: str, sections: list[str]) -> str:
+    """``text`` (a rendered results file) with ``sections`` before its ``## Runs``."""
+    if not sections:
+        return text
+    head, runs, tail = text.partition("\n## Runs\n")
+    return head + "\n" + "\n".join(sections) + runs + tail
 
 
 def report_tail(output: str, limit: int = 40) -> list[str]:
