@@ -10,7 +10,11 @@ A cursor is base64url JSON with a digest over its content and the query it belon
 another query is refused rather than silently reading some other page. It is no secret and
 no capability: a forged one only reaches rows the caller's own filter would list.
 
-Nulls sort last in both directions, on Postgres and on SQLite alike (``NULLS LAST``).
+A null sorts as the largest value, on Postgres and on SQLite alike: last ascending, first
+descending. That is the order of a Postgres btree index read forwards and backwards, so the
+index of a sortable field serves its sort in both directions (a list filtered on one field
+and sorted on another reads the sort's index in order and stops after a page, where "nulls
+last" descending would sort every matching row first).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, or_, tuple_
 
-#: Version of the cursor's content; a cursor of another version is refused.
-CURSOR_VERSION = 1
+#: Version of the cursor's content; a cursor of another version is refused (2: nulls sort
+#: as the largest value; before, last in both directions).
+CURSOR_VERSION = 2
 #: The columns that end every order: unique together within a tenant.
 TIEBREAK_KEYS = ("created_at", "id")
 
@@ -79,8 +84,13 @@ def order_by(keys: Sequence[SortKey]) -> list[ColumnElement[Any]]:
     """The ``ORDER BY`` of ``keys``."""
     clauses: list[ColumnElement[Any]] = []
     for key in keys:
-        ordered = key.column.desc() if key.descending else key.column.asc()
-        clauses.append(ordered.nulls_last() if key.nullable else ordered)
+        if not key.nullable:
+            clauses.append(key.column.desc() if key.descending else key.column.asc())
+        else:
+            # Stated for SQLite, whose default puts nulls first ascending.
+            clauses.append(
+                key.column.desc().nulls_first() if key.descending else key.column.asc().nulls_last()
+            )
     return clauses
 
 
@@ -101,11 +111,13 @@ def after(keys: Sequence[SortKey], values: Sequence[Any]) -> ColumnElement[bool]
 
 
 def _beyond(key: SortKey, value: Any) -> ColumnElement[bool]:
+    # A null is the largest value: after it come the other values descending, none ascending.
     if value is None:
-        return false()  # nulls come last: nothing of this column sorts after a null
+        return key.column.is_not(None) if key.descending else false()
     bound = key.bind(value)
-    beyond = key.column < bound if key.descending else key.column > bound
-    return or_(beyond, key.column.is_(None)) if key.nullable else beyond
+    if key.descending:
+        return key.column < bound
+    return or_(key.column > bound, key.column.is_(None)) if key.nullable else key.column > bound
 
 
 def query_digest(entity_key: str, shape: Mapping[str, Any]) -> str:
