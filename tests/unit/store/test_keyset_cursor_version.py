@@ -7,12 +7,13 @@ import json
 
 import pytest
 
+from asanoha.platform import base64url
 from asanoha.platform.store import keyset
 
 
 def cursor_of_version(version: int, query: str) -> str:
     body = json.dumps({"v": version, "q": query, "k": [None, "x"]}).encode()
-    return f"{keyset._b64(body)}.{keyset._b64(keyset._seal(body))}"
+    return f"{base64url.encode(body)}.{base64url.encode(keyset._seal(body))}"
 
 
 def test_a_cursor_of_the_nulls_last_order_is_refused() -> None:

@@ -16,12 +16,12 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from asanoha.platform import base64url
+
 PREFIX = "pii1."
 NONCE_BYTES = 12
 #: Built once: ``json.dumps`` with arguments builds an encoder on every call.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_URLSAFE = bytes.maketrans(b"+/", b"-_")
-_STANDARD = bytes.maketrans(b"-_", b"+/")
 
 
 @dataclass(frozen=True)
@@ -41,22 +41,12 @@ class Sealed:
         return (self.tenant_id, self.subject)
 
 
-def _b64(data: bytes) -> str:
-    """URL-safe base64 without padding."""
-    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    padded = (text + "=" * (-len(text) % 4)).encode("ascii")
-    return binascii.a2b_base64(padded.translate(_STANDARD))
-
-
 def seal(cipher: AESGCM, tenant_id: str, subject: str, scope: str, field: str, value: Any) -> str:
     """``value`` (JSON) sealed under ``cipher`` (the subject's data key)."""
-    header = _b64(_COMPACT.encode([tenant_id, subject, scope, field]).encode())
+    header = base64url.encode(_COMPACT.encode([tenant_id, subject, scope, field]).encode())
     nonce = os.urandom(NONCE_BYTES)
     plain = _COMPACT.encode(value).encode()
-    return f"{PREFIX}{header}.{_b64(nonce + cipher.encrypt(nonce, plain, header.encode()))}"
+    return f"{PREFIX}{header}.{base64url.encode(nonce + cipher.encrypt(nonce, plain, header.encode()))}"
 
 
 def is_sealed(value: Any) -> bool:
@@ -72,8 +62,8 @@ def parse(value: str) -> Sealed | None:
     if not dot:
         return None
     try:
-        parts = json.loads(_unb64(header))
-        blob = _unb64(body)
+        parts = json.loads(base64url.decode(header))
+        blob = base64url.decode(body)
     except (ValueError, binascii.Error):
         return None
     if not (isinstance(parts, list) and len(parts) == 4 and all(isinstance(p, str) for p in parts)):

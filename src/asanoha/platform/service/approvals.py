@@ -12,7 +12,6 @@ first use: a replay answers 409. The approver is never the principal the call is
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 import hmac
@@ -24,6 +23,7 @@ from typing import Any
 import pydantic
 from sqlalchemy import Connection, insert, select, update
 
+from asanoha.platform import base64url
 from asanoha.platform.errors import (
     AccessDeniedError,
     ConflictError,
@@ -195,7 +195,7 @@ class ApprovalSigner:
             }
         )
         digest = hmac.new(self._key, message.encode(), hashlib.sha256).digest()
-        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        return base64url.encode(digest)
 
     def token(self, approval_id: uuid.UUID, call: CallDescription, expires: int) -> str:
         """The token handed to the approver, to pass on to the agent's harness."""

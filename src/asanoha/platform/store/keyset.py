@@ -19,7 +19,6 @@ last" descending would sort every matching row first).
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime as dt
 import decimal
@@ -31,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, false, or_, tuple_
+
+from asanoha.platform import base64url
 
 #: Version of the cursor's content; a cursor of another version is refused (2: nulls sort
 #: as the largest value; before, last in both directions).
@@ -132,7 +133,7 @@ def encode_cursor(values: Sequence[Any], query: str) -> str:
         {"v": CURSOR_VERSION, "q": query, "k": [_plain(value) for value in values]},
         separators=(",", ":"),
     ).encode()
-    return f"{_b64(body)}.{_b64(_seal(body))}"
+    return f"{base64url.encode(body)}.{base64url.encode(_seal(body))}"
 
 
 def decode_cursor(cursor: str, query: str, keys: Sequence[SortKey]) -> list[Any]:
@@ -140,8 +141,8 @@ def decode_cursor(cursor: str, query: str, keys: Sequence[SortKey]) -> list[Any]
     cursor of this query."""
     body_text, dot, seal_text = cursor.partition(".")
     try:
-        body = _unb64(body_text)
-        seal = _unb64(seal_text)
+        body = base64url.decode(body_text)
+        seal = base64url.decode(seal_text)
     except (ValueError, binascii.Error, UnicodeError):
         raise CursorError("not a cursor this list returned") from None
     if not dot or seal != _seal(body):
@@ -168,15 +169,6 @@ def decode_cursor(cursor: str, query: str, keys: Sequence[SortKey]) -> list[Any]
 
 def _seal(body: bytes) -> bytes:
     return hashlib.blake2b(body, digest_size=12, person=b"asanoha-cursor").digest()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    raw = text.encode("ascii")
-    return base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4))
 
 
 def _plain(value: Any) -> Any:
