@@ -14,42 +14,33 @@ from tests.integration.personal.scan import hits
 from tests.integration.personal.test_forget import ALICE
 
 
-def test_a_stored_approval_summary_holds_no_personal_value(stack: Any) -> None:
-    payload = {"email": ALICE["email"], "name": ALICE["name"], "plan": "gold"}
+def approve(stack: Any, handler: str, payload: dict[str, Any]) -> tuple[str, str]:
+    """An admin's approval of the assistant's call: the summary the human saw, and the one
+    the approvals table keeps."""
     approval = stack.http.write_ok(
         "agent:write:approve",
-        {
-            "handler": "personal:write:customer:create",
-            "payload": payload,
-            "principal": "assistant",
-            "channel": "test",
-        },
+        {"handler": handler, "payload": payload, "principal": "assistant", "channel": "test"},
         TestUsers.admin,
     )
-    # The human asked saw the values; the approvals table keeps the summary without them.
-    assert ALICE["email"] in approval["summary"]
-    assert hits(stack, [ALICE["email"], ALICE["name"]]) == []
-    approvals = stack.tables.agent_approvals
     with stack.db.connect() as conn:
-        stored = conn.execute(approvals.select()).one().summary
+        stored = conn.execute(stack.tables.agent_approvals.select()).one().summary
+    return approval["summary"], stored
+
+
+def test_a_stored_approval_summary_holds_no_personal_value(stack: Any) -> None:
+    payload = {"email": ALICE["email"], "name": ALICE["name"], "plan": "gold"}
+    shown, stored = approve(stack, "personal:write:customer:create", payload)
+    # The human asked saw the values; the approvals table keeps the summary without them.
+    assert ALICE["email"] in shown
+    assert hits(stack, [ALICE["email"], ALICE["name"]]) == []
     assert "[personal]" in stored and "gold" in stored
 
 
 def test_a_custom_handler_names_the_personal_fields_of_its_payload(stack: Any) -> None:
-    approval = stack.http.write_ok(
-        "agent:write:approve",
-        {
-            "handler": "personal:write:invite",
-            "payload": {"email": ALICE["email"], "plan": "gold"},
-            "principal": "assistant",
-            "channel": "test",
-        },
-        TestUsers.admin,
-    )
-    assert ALICE["email"] in approval["summary"]
+    payload = {"email": ALICE["email"], "plan": "gold"}
+    shown, stored = approve(stack, "personal:write:invite", payload)
+    assert ALICE["email"] in shown
     assert hits(stack, [ALICE["email"]]) == []
-    with stack.db.connect() as conn:
-        stored = conn.execute(stack.tables.agent_approvals.select()).one().summary
     assert "[personal]" in stored and "gold" in stored
 
 
