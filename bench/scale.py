@@ -22,19 +22,19 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from sqlalchemy import event
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
 from _results import Figure, at_most, write_figures
 from asanoha import Access, App, Entity, Feature, SessionUser, Settings, fields
 from asanoha.platform.store import EVENT_COLUMNS as STORED_EVENT_COLUMNS
 from asanoha.platform.store import rebuild_projection
+from asanoha.testing.statements import capture_statements
 
 FEATURE = "scale"
 ITEM = "item"
@@ -392,26 +392,11 @@ def measure_consumer_catch_up(store: Store) -> tuple[int, float] | None:
 # -- query plans ----------------------------------------------------------------------------
 
 
-@contextmanager
-def captured_statements(app: App) -> Iterator[list[tuple[str, Any]]]:
-    """The statements (with their parameters) ``app`` runs inside the block."""
-    found: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
-        found.append((statement, parameters))
-
-    event.listen(app.database.engine, "before_cursor_execute", record)
-    try:
-        yield found
-    finally:
-        event.remove(app.database.engine, "before_cursor_execute", record)
-
-
 def print_plans(grown: Store, reference: Store, rng: random.Random) -> None:
     """EXPLAIN ANALYZE every reading statement of each measured operation on the grown store."""
     statements: dict[str, tuple[str, Any]] = {}
     for operation in OPERATIONS:
-        with captured_statements(grown.app) as found:
+        with capture_statements(grown.app.database.engine) as found:
             run_operation(grown, operation, rng)
         for statement, parameters in found:
             if statement.lstrip().upper().startswith(("SELECT", "UPDATE")):
@@ -419,7 +404,10 @@ def print_plans(grown: Store, reference: Store, rng: random.Random) -> None:
     # The rebuild's batch read, captured on the small reference store, explained on this one.
     entity_def = reference.app.registry.find_entity(ITEM_KEY)
     assert entity_def is not None
-    with captured_statements(reference.app) as found, reference.app.database.connect() as conn:
+    with (
+        capture_statements(reference.app.database.engine) as found,
+        reference.app.database.connect() as conn,
+    ):
         rebuild_projection(conn, reference.app.service.tables, entity_def, batch=1000)
         conn.rollback()
     for statement, parameters in found:

@@ -1,9 +1,10 @@
-"""Record the writing SQL statements an engine executes, to prove that nothing was written."""
+"""Record the SQL statements an engine executes: the writing ones, to prove that nothing was
+written, or all of them."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,14 +31,32 @@ def capture_writes(engine: Engine) -> Iterator[list[str]]:
     """
     captured: list[str] = []
 
-    def record(
-        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
-    ) -> None:
+    def record(statement: str, parameters: Any) -> None:
         if is_write(statement):
             captured.append(statement)
 
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with _listening(engine, record):
         yield captured
+
+
+@contextmanager
+def capture_statements(engine: Engine) -> Iterator[list[tuple[str, Any]]]:
+    """Yield a list that collects every statement ``engine`` executes meanwhile, with its
+    parameters (to ``EXPLAIN`` it, for example)."""
+    captured: list[tuple[str, Any]] = []
+    with _listening(engine, lambda statement, parameters: captured.append((statement, parameters))):
+        yield captured
+
+
+@contextmanager
+def _listening(engine: Engine, record: Callable[[str, Any], None]) -> Iterator[None]:
+    def listener(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> None:
+        record(statement, parameters)
+
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        yield
     finally:
-        event.remove(engine, "before_cursor_execute", record)
+        event.remove(engine, "before_cursor_execute", listener)
