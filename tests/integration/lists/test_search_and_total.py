@@ -3,6 +3,7 @@ exact total, and the refusals of cursors it did not issue and of searches it can
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ import pytest
 from sqlalchemy import text
 
 from asanoha import App, Settings
+from asanoha.platform import base64url
+from asanoha.platform.store import keyset
 from asanoha.testing import Stack, TestUsers
 from asanoha.testing.plugin import StackFactory
 from tests.integration.http.conftest import assert_error
@@ -113,6 +116,16 @@ def cursor_error(stack: Stack, payload: dict[str, Any]) -> dict[str, Any]:
     assert (field["path"], field["type"]) == ("cursor", "invalid_cursor")
     found: dict[str, Any] = field
     return found
+
+
+def test_a_cursor_issued_before_the_upgrade_of_the_null_order_is_400(stack: Stack) -> None:
+    cursor = listed(stack, limit=2)["next_cursor"]
+    content = json.loads(base64url.decode(cursor.partition(".")[0]))
+    # The same query and row, as the earlier release (nulls last both ways) sealed it.
+    body = json.dumps({**content, "v": 1}).encode()
+    earlier = f"{base64url.encode(body)}.{base64url.encode(keyset._seal(body))}"
+    field = cursor_error(stack, {"sort": ["rank"], "limit": 2, "cursor": earlier})
+    assert "another version" in field["message"] and "first page" in field["message"]
 
 
 def test_a_changed_cut_or_foreign_cursor_is_400(stack: Stack) -> None:
