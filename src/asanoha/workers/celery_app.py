@@ -61,7 +61,7 @@ class CeleryJobs:
     def probe(self) -> BrokerProbe:
         """The broker probe (queue depths, reserved messages), opened on first use."""
         if self._probe is None:
-            self._probe = make_probe(self.celery, self.outcomes)
+            self._probe = make_probe(self.celery, self.outcomes, BROKER_SOCKET_TIMEOUT)
         return self._probe
 
     def connect_worker_signals(self) -> None:
@@ -147,7 +147,7 @@ def make_celery(app: App) -> CeleryJobs:
         lost_after=settings.visibility_timeout,
         queue_of=route,
         # A connection of the relay's own: drain() counts on the other one from its thread.
-        open_probe=lambda: make_probe(celery, outcomes),
+        open_probe=lambda: make_probe(celery, outcomes, BROKER_SOCKET_TIMEOUT),
         job_lanes=app.service.job_lanes,
     )
     jobs = CeleryJobs(celery, publisher, runner, relay, outcomes, rows, app)

@@ -101,10 +101,18 @@ class RedisProbe:
 
 class DeclaringProbe:
     """Other brokers (RabbitMQ, in-memory): a passive queue declaration gives the ready count;
-    what workers hold comes from this process's own record of tasks in flight."""
+    what workers hold comes from this process's own record of tasks in flight.
 
-    def __init__(self, celery: Celery, outcomes: JobOutcomes) -> None:
-        self._connection = celery.connection_for_write()
+    On RabbitMQ every read and write of its connection waits at most ``timeout`` seconds: the
+    AMQP connection has no socket timeout of its own, and a broker that stopped answering (a
+    channel close never acknowledged) would hang ``drain()`` or the release of the probe at
+    a stack's teardown for good.
+    """
+
+    def __init__(self, celery: Celery, outcomes: JobOutcomes, timeout: float | None) -> None:
+        amqp = celery.connection_for_write().transport_cls in ("amqp", "pyamqp", "amqps")
+        bounded = {"read_timeout": timeout, "write_timeout": timeout} if amqp else {}
+        self._connection = celery.connection_for_write(transport_options=bounded)
         self._outcomes = outcomes
         self._lock = threading.Lock()
 
@@ -126,12 +134,15 @@ class DeclaringProbe:
         return int(declared.message_count)
 
     def close(self) -> None:
-        self._connection.release()
+        # Not while a count is reading: one AMQP connection takes one caller at a time.
+        with self._lock:
+            self._connection.release()
 
 
-def make_probe(celery: Celery, outcomes: JobOutcomes) -> BrokerProbe:
-    """The broker probe that suits ``celery``'s transport."""
+def make_probe(celery: Celery, outcomes: JobOutcomes, timeout: float | None = None) -> BrokerProbe:
+    """The broker probe that suits ``celery``'s transport; ``timeout``: seconds a broker call
+    may wait on RabbitMQ (Redis's come from the broker's transport options)."""
     transport = celery.connection_for_write().transport_cls
     if transport in ("redis", "rediss"):
         return RedisProbe(celery, outcomes)
-    return DeclaringProbe(celery, outcomes)
+    return DeclaringProbe(celery, outcomes, timeout)
