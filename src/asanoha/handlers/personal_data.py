@@ -17,9 +17,9 @@ from asanoha.platform.model import Access, Agent, Feature
 from asanoha.platform.personal.export import export_subject
 from asanoha.platform.personal.subject_keys import INDEX_SUBJECT
 from asanoha.platform.service import QueryContext, WriteContext
+from asanoha.platform.service.erasure import forget_subject
 from asanoha.platform.service.handler_context import platform_registry, platform_request
 from asanoha.platform.service.validation import invalid_field
-from asanoha.platform.store.erasure import forget_subject
 
 SYSTEM_ADMINS = Access(roles=[SYSTEM_ADMIN_ROLE])
 #: The stream type of the forget events (one stream per subject).
@@ -71,8 +71,8 @@ def forget(payload: ForgetSubject, ctx: WriteContext) -> dict[str, Any]:
     """Destroy the subject's data key in the caller's tenant and record why."""
     request = platform_request(ctx)
     forget_subject(
+        request,
         ctx._service.personal,
-        request.conn,
         tenant_id=ctx.tenant_id,
         subject=_checked(payload.subject, ctx.handler.qn),
         by=ctx.user.id,

@@ -94,9 +94,14 @@ def test_forget_leaves_earlier_events_holding_only_a_forgotten_value(core: Any) 
         f"{GATE}:submit-contact", {"email": "ann@example.org", "topic": "billing"}, anonymous
     )
     # Called directly (as a job or consumer would), the executor has no entry handler.
-    with core.db.begin() as conn:
+    with core.service.unit_of_work(ADMIN) as request:
         executor = EntityExecutor(
-            core.service, conn, core.registry.entity("instructiongate:contact"), ADMIN, None, None
+            core.service,
+            request.conn,
+            core.registry.entity("instructiongate:contact"),
+            ADMIN,
+            request,
+            None,
         )
         executor.forget(row["id"])
     with core.db.connect() as conn:

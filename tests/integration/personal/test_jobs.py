@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from asanoha.platform.personal import FORGOTTEN
-from asanoha.platform.store.erasure import forget_subject
+from asanoha.platform.service.erasure import forget_subject
 from asanoha.testing import TestUsers
 from tests.integration.personal.features import WELCOMED, personal
 from tests.integration.personal.scan import hits
@@ -52,10 +52,10 @@ def test_a_job_of_a_forgotten_row_reads_forgotten(stack: Any) -> None:
                 outbox.c.job_qn == "personal:job:welcome"
             )
         ).one()
-    with stack.db.begin() as conn:
+    with stack.service.unit_of_work(ADMIN) as request:
         forget_subject(
+            request,
             stack.service.personal,
-            conn,
             tenant_id=ADMIN.tenant_id,
             subject=alice["id"],
             by="test",

@@ -34,11 +34,10 @@ from asanoha.platform.personal.blind_index import (
     blind_indexed_fields,
 )
 from asanoha.platform.personal.vault import Vault
-from asanoha.platform.service import field_access, gates, ownership, provenance
+from asanoha.platform.service import erasure, field_access, gates, ownership, provenance
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, keyset
-from asanoha.platform.store.erasure import forget_subject
 from asanoha.platform.store.events import SubjectKeyExists
 from asanoha.platform.store.projections import Row, encode_values
 from asanoha.platform.store.search import search_condition, search_words, searchable_fields
@@ -425,6 +424,19 @@ class EntityReader:
 class EntityExecutor(EntityReader):
     """Reads and writes one entity for one caller: what a write handler gets."""
 
+    def __init__(
+        self,
+        service: Service,
+        conn: Connection,
+        entity_def: EntityDef,
+        user: SessionUser,
+        request: Request,
+        handler_qn: str | None,
+    ) -> None:
+        super().__init__(service, conn, entity_def, user, request, handler_qn)
+        #: The write request every verb runs in (its gates read it).
+        self._write_request = request
+
     # -- writes -----------------------------------------------------------------------------
     #
     # Every verb that changes a row locks it first, then appends its event, then projects it:
@@ -499,7 +511,7 @@ class EntityExecutor(EntityReader):
         """Soft-delete the row, or hard-delete it when the entity has no soft delete."""
         hard = not self.entity_def.entity.soft_delete
         if hard:
-            gates.check_irreversible(self._request, self.entity_def, "delete")
+            gates.check_irreversible(self._request, "delete", entity=self.entity_def.key)
         row = self._load_live(id, for_update=True)
         for hook in self._service.registry.hooks("pre_delete", self.entity_def.key):
             hook(dict(row), self)
@@ -525,16 +537,18 @@ class EntityExecutor(EntityReader):
         """Delete the row and destroy its data key: every personal value of the row (its
         subject), in its events, job rows and results, reads as ``FORGOTTEN`` from now on.
         Appends a ``forgotten`` event; no stored event changes. Irreversible."""
-        gates.check_irreversible(self._request, self.entity_def, "forget")
+        # Before the row is read, so a missing id answers 403 too (``erasure`` checks again).
+        gates.check_irreversible(self._request, "forget", entity=self.entity_def.key)
         row = self._load(id, include_deleted=True, for_update=True)
         stream_id = str(row["id"])
-        forget_subject(
+        erasure.forget_subject(
+            self._write_request,
             self._service.personal,
-            self._conn,
             tenant_id=self._user.tenant_id,
             subject=stream_id,
             by=self._user.id,
             reason=f"{self._handler_qn} forgot {self.entity_def.key} {stream_id}",
+            entity=self.entity_def.key,
         )
         self._record(stream_id, row["version"], "forgotten", {})
         return {"id": row["id"], "version": row["version"] + 1, "forgotten": True}

@@ -22,18 +22,22 @@ from asanoha.platform.model import (
 from asanoha.platform.service.request import Request
 
 
-def check_irreversible(request: Request | None, entity_def: EntityDef, operation: str) -> None:
-    """Hard delete and forget need an entry handler that resolves ``high`` (and, in a chain an
-    agent began, a ``high`` call by the agent: see ``_risk_limit``).
+def check_irreversible(request: Request | None, operation: str, **target: str) -> None:
+    """Operations that cannot be undone (a hard delete, forgetting a row or a subject) need an
+    entry handler that resolves ``high`` (and, in a chain an agent began, a ``high`` call by
+    the agent: see ``_risk_limit``). ``target`` names what the operation destroys:
+    ``entity=`` or ``subject=``.
 
-    Called before any database read, so a missing id answers 403 and not 404: the gate does
+    Each such operation calls this itself, with the request it runs in, so that no way of
+    reaching it (a nested write, a job, a bundled handler) passes around it. The executor
+    calls it before any database read, so a missing id answers 403 and not 404: the gate does
     not reveal whether a row exists.
     """
     limit = _risk_limit(request)
     if limit is not None:
         _refuse(
             Reasons.IRREVERSIBLE_OPERATION_REQUIRES_HIGH_RISK,
-            {**limit, "operation": operation, "entity": entity_def.key},
+            {**limit, "operation": operation, **target},
         )
 
 
@@ -83,7 +87,10 @@ def _risk_limit(request: Request | None) -> dict[str, Any] | None:
 
 
 def _refuse(reason: Reasons, details: dict[str, Any]) -> NoReturn:
-    message = developer_message(reason, details)
+    # What the operation acts on, for the text: an entity, or a subject's data key.
+    subject = details.get("subject")
+    target = f"the data key of subject {subject}" if subject else details.get("entity")
+    message = developer_message(reason, {**details, "target": target})
     if "acting" in details:
         # The usual fix (a higher risk) is the agent's tool's; the job or consumer has one too.
         acting = details["acting"] or "the job or consumer"
