@@ -708,6 +708,9 @@ class Service:
             raise invalid_field(handler.qn, "$", "dict_type", "an event payload is a JSON object")
         conn = request.conn
         if declared.pii != "none":
+            # Values only: an optional personal field left empty stores nothing personal.
+            carried = [name for name, value in body.items() if value is not None]
+            gates.check_public_intake(request, declared.pii, carried, event=qn)
             body = seal_event_payload(
                 self.personal.vault(conn), declared, user.tenant_id, stream_id, body
             )

@@ -624,7 +624,12 @@ class EntityExecutor(EntityReader):
             check_move(self.entity_def.key, transitions, previous, values)
 
     def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
-        gates.check_public_intake(self._request, self.entity_def, values.keys())
+        gates.check_public_intake(
+            self._request,
+            self.entity_def.entity.personal_fields,
+            values.keys(),
+            entity=self.entity_def.key,
+        )
         gates.check_instruction_fields(self._request, self.entity_def, verb, values.keys())
 
     def _check_field_writes(

@@ -102,20 +102,25 @@ def _refuse(reason: Reasons, details: dict[str, Any]) -> NoReturn:
 
 
 def check_public_intake(
-    request: Request | None, entity_def: EntityDef, data: Collection[str]
+    request: Request | None, personal: Collection[str], written: Collection[str], **target: str
 ) -> None:
     """A chain of writes that began anonymously may write personal fields only when its root
-    handler declared public intake, also in the jobs and consumers it triggered."""
+    handler declared public intake, also in the jobs and consumers it triggered.
+
+    ``personal``: the personal fields of what is written (an entity's fields, a domain
+    event's ``pii`` map); ``written``: the fields the write carries; ``target``: ``entity=``
+    or ``event=``, for the refusal's details. Entity writes and domain events both ask here.
+    """
     if request is None or request.origin.may_write_personal_data:
         return
-    written = sorted(entity_def.entity.personal_fields & set(data))
-    if written:
+    fields = sorted(set(personal) & set(written))
+    if fields:
         raise AccessDeniedError(
             Reasons.PUBLIC_INTAKE_REQUIRED,
             handler=request.origin.root_qn,
             resolved_risk=request.entry.risk if request.entry else None,
-            entity=entity_def.key,
-            fields=written,
+            fields=fields,
+            **target,
         )
 
 
