@@ -11,6 +11,7 @@ class Reasons(StrEnum):
     MALFORMED_JSON = "malformed_json"
     JSON_TOO_DEEP = "json_too_deep"
     IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
+    IDEMPOTENCY_KEY_ANONYMOUS = "idempotency_key_anonymous"
     READ_AFTER_INVALID = "read_after_invalid"
     # 401
     TOKEN_MISSING = "token_missing"
@@ -31,6 +32,7 @@ class Reasons(StrEnum):
     FIELD_READ_DENIED = "field_read_denied"
     FIELD_WRITE_DENIED = "field_write_denied"
     OWNER_FIELD_WRITE_DENIED = "owner_field_write_denied"
+    IDEMPOTENCY_KEY_OTHER_ACCESS = "idempotency_key_other_access"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"

@@ -195,7 +195,9 @@ class Service:
             idempotency_key = idempotency.check_key(idempotency_key)
         if parent is not None:
             handler, model = self._admit(qn, "write", payload, user)
-            key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
+            key = idempotency.key_of(
+                idempotency_key, handler.qn, user, lambda: payload_digest(model)
+            )
             return self._run_nested(parent, handler, model, user, key, replay)
         meta = meta or RequestMeta()
         with (
@@ -230,7 +232,9 @@ class Service:
         try:
             handler, model = self._admit(qn, "write", payload, user)
             self._check_rate(handler, user, meta)
-            key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
+            key = idempotency.key_of(
+                idempotency_key, handler.qn, user, lambda: payload_digest(model)
+            )
             opened: list[Request] = []
 
             def run(conn: Connection) -> Any:
@@ -249,7 +253,7 @@ class Service:
                 with self.database.begin() as conn:
                     result = run(conn)
             else:
-                result, replayed = self._run_keyed(key, replay, run)
+                result, replayed = self._run_keyed(key, replay, run, reads)
                 if replayed:
                     return result
             request = opened[-1]
@@ -281,7 +285,7 @@ class Service:
         key: idempotency.IdempotencyKey | None = None
         if idempotency_key is not None:
             digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
-            key = self._key_of(
+            key = idempotency.key_of(
                 idempotency.check_key(idempotency_key),
                 idempotency.BATCH_SCOPE,
                 user,
@@ -342,14 +346,6 @@ class Service:
 
     # -- idempotency ------------------------------------------------------------------------
 
-    def _key_of(
-        self, key: str | None, handler_qn: str, user: SessionUser, digest: Callable[[], str]
-    ) -> idempotency.IdempotencyKey | None:
-        # The digest is made only for a keyed write: a write without a key pays nothing.
-        if key is None:
-            return None
-        return idempotency.IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest())
-
     def _hold(
         self,
         conn: Connection,
@@ -370,9 +366,14 @@ class Service:
         key: idempotency.IdempotencyKey,
         replay: idempotency.Replay | None,
         run: Callable[[Connection], Any],
+        reads: InstructionReads | None = None,
     ) -> tuple[Any, bool]:
         """Run ``run(conn)`` in a transaction that holds ``key`` and keeps its outcome there;
-        return the result and whether it is a stored one (the write did not run).
+        return the outcome's data and whether it is a stored one (the write did not run).
+
+        The first call answers its outcome as it is kept (plain JSON data: ids and times as
+        strings), so that the same call answers the same types however often it is sent.
+        ``reads`` gets the instruction text the first call handed out.
 
         A refusal (4xx) rolls the write back and is kept in a transaction of its own, then
         raised. A write whose key got an outcome meanwhile (committed between this
@@ -380,19 +381,21 @@ class Service:
         """
         # The refusal is kept: the personal values the write revealed are kept out of it.
         with redaction.revealing():
-            return self._run_keyed_revealing(key, replay, run)
+            return self._run_keyed_revealing(key, replay, run, reads)
 
     def _run_keyed_revealing(
         self,
         key: idempotency.IdempotencyKey,
         replay: idempotency.Replay | None,
         run: Callable[[Connection], Any],
+        reads: InstructionReads | None,
     ) -> tuple[Any, bool]:
         refused: AsanohaError | None = None
         try:
             with self.database.begin() as conn:
                 stored = self._hold(conn, key, replay)
                 if stored is not None:
+                    stored.note_reads(reads)
                     return stored.answer(), True
                 try:
                     result = run(conn)
@@ -401,10 +404,10 @@ class Service:
                         raise
                     refused = error
                     raise _Undo from None
-                outcome = idempotency.Outcome.of_result(result)
+                outcome = idempotency.Outcome.of_result(result, reads)
                 if not idempotency.keep(conn, self.tables, key, outcome, self.idempotency_ttl):
                     raise _Undo
-                return result, False
+                return outcome.answer(), False
         except _Undo:
             pass
         with self.database.begin() as conn:
@@ -413,6 +416,7 @@ class Service:
                 outcome = idempotency.Outcome.of_error(refused)
                 idempotency.keep(conn, self.tables, key, outcome, self.idempotency_ttl)
         if stored is not None:
+            stored.note_reads(reads)
             return stored.answer(), True
         if refused is not None:
             raise refused
@@ -493,6 +497,7 @@ class Service:
         request = parent if parent.entry is not None else parent.with_entry(self._entry_of(handler))
         stored = self._hold(request.conn, key, replay)
         if stored is not None:
+            stored.note_reads(request.reads)
             return stored.answer()
         if key is not None and redaction.current() is None:
             # Its refusal is kept: what the nested write reveals is kept out of it.
@@ -514,11 +519,12 @@ class Service:
         try:
             result = self._run_write(request, handler, model, user)
             if key is not None:
-                outcome = idempotency.Outcome.of_result(result)
+                outcome = idempotency.Outcome.of_result(result, request.reads)
                 if not idempotency.keep(
                     request.conn, self.tables, key, outcome, self.idempotency_ttl
                 ):
                     raise _Undo
+                result = outcome.answer()
         except _Undo:
             savepoint.rollback()
             request.undo_to(mark)
@@ -528,6 +534,7 @@ class Service:
                 raise ConflictError(
                     Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
                 ) from None
+            answer.note_reads(request.reads)
             return answer.answer()
         except BaseException as error:
             savepoint.rollback()

@@ -23,6 +23,7 @@ import datetime as dt
 import functools
 import hashlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -43,9 +44,11 @@ from asanoha.platform.errors import (
     ValidationError,
     VersionConflictError,
 )
+from asanoha.platform.model import SessionUser
 from asanoha.platform.personal import redaction
 from asanoha.platform.personal.vault import reveal, seal_known
 from asanoha.platform.service.approvals import canonical_json
+from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.store import Tables
 from asanoha.platform.store.backends import LOCK_NOT_AVAILABLE
 from asanoha.platform.store.inserts import execute_insert
@@ -102,13 +105,62 @@ def check_key(key: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class IdempotencyKey:
-    """Whose key, for which handler, and the digest of the validated payload it was sent with."""
+    """Whose key, for which handler, and the digest of what it was sent with: the validated
+    payload and the access the caller held (see ``key_of``)."""
 
     tenant_id: str
     principal: str
     handler_qn: str
     key: str
     payload_digest: str
+    #: The payload's whole digest: what keys kept by an earlier release were stored with
+    #: (their access unknown, they are answered as then, until they expire).
+    earlier_digest: str | None = None
+
+
+def key_of(
+    key: str | None, handler_qn: str, user: SessionUser, payload_digest: Callable[[], str]
+) -> IdempotencyKey | None:
+    """The caller's key for a write of ``handler_qn`` (``None``: no key sent).
+
+    A key belongs to the principal who sent it: an anonymous caller is nobody in particular,
+    so its key would be shared with every other anonymous caller (who would be answered the
+    first one's outcome); it is refused, 400 ``idempotency_key_anonymous``.
+
+    The stored digest binds the payload and the caller's access (roles, and whether an agent
+    acts): a repeat made with other roles (the same user after losing one) is refused rather
+    than answered an outcome shaped for the access it no longer has. ``payload_digest`` is
+    called only for a keyed write: a write without a key pays nothing.
+    """
+    if key is None:
+        return None
+    if user.is_anonymous:
+        raise ValidationError(Reasons.IDEMPOTENCY_KEY_ANONYMOUS, handler=handler_qn)
+    payload = payload_digest()
+    digest = payload[:_HALF] + _access_digest(user)[:_HALF]
+    return IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest, payload)
+
+
+#: A stored digest is half the payload's SHA-256, half the caller's access's (64 hex digits).
+_HALF = 32
+
+
+def _access_digest(user: SessionUser) -> str:
+    return digest_of({"roles": sorted(user.roles), "agent": user.is_agent})
+
+
+def _check_digest(stored: str, key: IdempotencyKey) -> None:
+    """A repeat must carry the first call's payload (422 ``idempotency_key_reused``) and be
+    made with its access (403 ``idempotency_key_other_access``)."""
+    if stored in (key.payload_digest, key.earlier_digest):
+        return
+    if stored[:_HALF] != key.payload_digest[:_HALF]:
+        raise UnprocessableError(
+            Reasons.IDEMPOTENCY_KEY_REUSED, key=key.key, handler=key.handler_qn
+        )
+    raise AccessDeniedError(
+        Reasons.IDEMPOTENCY_KEY_OTHER_ACCESS, key=key.key, handler=key.handler_qn
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,9 +171,28 @@ class Outcome:
     body: dict[str, Any]
 
     @classmethod
-    def of_result(cls, data: Any) -> Outcome:
-        """The outcome of a write that succeeded with ``data`` (plain JSON data)."""
-        return cls(200, {"data": to_jsonable_python(data, serialize_unknown=True)})
+    def of_result(cls, data: Any, reads: InstructionReads | None = None) -> Outcome:
+        """The outcome of a write that succeeded with ``data`` (kept as plain JSON data).
+
+        ``reads``: the instruction text the write handed out, kept with the outcome, so that
+        a repeat's answer carries the same trust labels as the first (see ``note_reads``).
+        """
+        body: dict[str, Any] = {"data": to_jsonable_python(data, serialize_unknown=True)}
+        if reads is not None and reads.rows:
+            body["reads"] = {
+                entity: {row: sorted(names) for row, names in rows.items()}
+                for entity, rows in reads.rows.items()
+            }
+        return cls(200, body)
+
+    def note_reads(self, reads: InstructionReads | None) -> None:
+        """Add the instruction text the first call handed out to ``reads`` (a repeat's)."""
+        if reads is None:
+            return
+        for entity, rows in self.body.get("reads", {}).items():
+            by_row = reads.rows.setdefault(entity, {})
+            for row, names in rows.items():
+                by_row.setdefault(row, set()).update(names)
 
     @classmethod
     def of_error(cls, error: AsanohaError) -> Outcome:
@@ -200,10 +271,7 @@ def hold(
         return None
     if found.expires_at <= dt.datetime.now(dt.UTC):
         return None  # kept past its time and not pruned yet: as good as gone
-    if found.payload_digest != key.payload_digest:
-        raise UnprocessableError(
-            Reasons.IDEMPOTENCY_KEY_REUSED, key=key.key, handler=key.handler_qn
-        )
+    _check_digest(found.payload_digest, key)
     return Outcome(found.status, dict(reveal(conn, found.body)))
 
 
