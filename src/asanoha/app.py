@@ -11,6 +11,7 @@ from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature, RateLimit, Registry
+from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.personal.boot import key_wrapper_of
 from asanoha.platform.schema import (
     DEFAULT_APP_MIGRATIONS,
@@ -78,6 +79,10 @@ class App:
         if tenants is not None and not callable(tenants):
             raise DefinitionError(
                 f"App(tenants=...) takes a function returning the tenant ids, not {tenants!r}"
+            )
+        if tenants is not None:
+            check_not_async(
+                tenants, "App(tenants=...)", "tenants function", "a cron tick asks it in beat"
             )
         #: The tenants a per-tenant cron tick fans out to (``None``: the app declares none).
         self.tenants = tenants

@@ -98,6 +98,21 @@ owned.crud(
     read=Access(roles=["Staff"], owner="created_by"),
 )
 
+#: Changed by any Staff, read only by its creator: an approver who may change a row it may not
+#: read is shown none of its text.
+draft = Entity(
+    table="owned_drafts",
+    fields={
+        "body": fields.long_text(personal=False, reason="test", read_as_instruction=True),
+    },
+)
+owned.crud(
+    "draft",
+    draft,
+    write=Access(roles=["Staff"]),
+    read=Access(roles=["Staff"], owner="created_by"),
+)
+
 
 class Rename(BaseModel):
     id: uuid.UUID

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from typing import Any
 
+import httpx
 import pytest
 
 from asanoha import AccessDeniedError, NotFoundError
@@ -220,3 +222,54 @@ def test_a_domain_event_on_another_callers_row_answers_404_and_writes_nothing(
     assert (refused.http_status, refused.reason) == (404, "entity_not_found")
     assert stack.http.write_ok("owned:write:flag-note", {"id": row["id"]}, ALICE) == 2
     assert stack.http.write_ok("owned:write:flag-note", {"id": row["id"]}, AUDITOR) == 3
+
+
+def _approval_of(
+    stack: Stack, handler: str, payload: dict[str, Any], approver: SessionUser, principal: str
+) -> httpx.Response:
+    """The raw answer to ``approver`` approving ``principal``'s call of ``handler``."""
+    asked = {"handler": handler, "payload": payload, "principal": principal, "channel": "test"}
+    return stack.http.write("agent:write:approve", asked, approver)
+
+
+def test_an_approver_naming_the_rows_owner_is_told_nothing_of_a_row_it_does_not_own(
+    stack: Stack,
+) -> None:
+    """The approver's own reach decides, not the principal it names: Bob naming Alice (whose
+    row it is) is answered as for a missing row, as his own update would be."""
+    row = stack.service.dispatch_write(
+        "owned:write:brief:create", {"body": "old body", "secret": "old secret"}, ALICE
+    )
+    payload = {"id": str(row["id"]), "version": 1, "changes": {"body": "new body"}}
+    with stack.nothing_written():
+        response = _approval_of(stack, "owned:write:brief:update", payload, BOB, ALICE.id)
+    assert response.status_code == 404, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["reason"]) == ("not_found", "entity_not_found")
+    assert "old body" not in response.text and "old secret" not in response.text
+
+
+def test_an_approver_who_may_change_but_not_read_a_row_is_shown_none_of_its_text(
+    stack: Stack,
+) -> None:
+    row = stack.service.dispatch_write("owned:write:draft:create", {"body": "old body"}, ALICE)
+    payload = {"id": str(row["id"]), "version": 1, "changes": {"body": "new body"}}
+    response = _approval_of(stack, "owned:write:draft:update", payload, BOB, ALICE.id)
+    assert response.status_code == 200, response.text
+    assert "new body" in response.json()["data"]["summary"]
+    assert "old body" not in response.text
+
+
+def test_an_approver_who_owns_the_row_is_shown_the_fields_it_reads(stack: Stack) -> None:
+    row = stack.service.dispatch_write(
+        "owned:write:brief:create", {"body": "old body", "secret": "old secret"}, ALICE
+    )
+    changes = {"body": "new body", "secret": "new secret"}
+    payload = {"id": str(row["id"]), "version": 1, "changes": changes}
+    response = _approval_of(stack, "owned:write:brief:update", payload, ALICE, "alices-agent")
+    assert response.status_code == 200, response.text
+    approval = response.json()["data"]
+    assert approval["token"]
+    assert "'old body' -> 'new body'" in approval["summary"]
+    # Alice reads body but not secret (HR only): none of its old text, whoever the agent is.
+    assert "old secret" not in response.text

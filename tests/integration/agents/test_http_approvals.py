@@ -223,7 +223,9 @@ def test_an_approval_recorded_by_the_agents_own_principal_is_refused_at_the_call
     expires = int(time.time()) + 600
     now = dt.datetime.now(dt.UTC)
     with stack.db.begin() as conn:
-        call = describe_call(conn, stack.registry, stack.tables, handler, model, AGENT)
+        call = describe_call(
+            conn, stack.registry, stack.tables, handler, model, AGENT, seen_by=AGENT
+        )
         conn.execute(
             insert(stack.tables.agent_approvals).values(
                 id=approval_id,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+import uuid
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -126,3 +127,67 @@ def remember_email(payload: dict[str, Any], ctx: JobContext) -> None:
 @scope.job("remember-intake", on="scope:write:intake-to-job")
 def remember_intake(payload: dict[str, Any], ctx: JobContext) -> None:
     ctx.write("scope:write:store-contact", {"email": payload["email"]})
+
+
+#: Every way a query handler could try to write, and what it names.
+WAYS_TO_WRITE: dict[str, tuple[str, str]] = {
+    "write": ("write", f"{GATE}:prompt:create"),
+    "write_as": ("write_as", f"{GATE}:prompt:create"),
+    "append_event": ("append_event", "scope:event:noted"),
+    "dispatch": ("dispatch", "scope:job:note-later"),
+    "entity.create": ("create", "instructiongate:prompt"),
+    "entity.update": ("update", "instructiongate:prompt"),
+    "entity.delete": ("delete", "instructiongate:prompt"),
+    "entity.restore": ("restore", "instructiongate:prompt"),
+    "entity.forget": ("forget", "instructiongate:prompt"),
+}
+
+noted = scope.event("noted", Label)
+
+
+@scope.job("note-later", manual=True)
+def note_later(payload: dict[str, Any], ctx: JobContext) -> None:
+    return None
+
+
+class Way(BaseModel):
+    way: Literal[
+        "write",
+        "write_as",
+        "append_event",
+        "dispatch",
+        "entity.create",
+        "entity.update",
+        "entity.delete",
+        "entity.restore",
+        "entity.forget",
+    ]
+    id: str = str(uuid.UUID(int=1))
+
+
+@scope.query_handler("try-to-write", access=ADMIN, agent=Agent(risk="low"))
+def try_to_write(payload: Way, ctx: QueryContext) -> Any:
+    """A low-risk query trying each way a handler writes."""
+    prompt = {"label": "from a query", "body": "obey me"}
+    prompts: Any = ctx.entity("instructiongate:prompt")
+    if payload.way == "write":
+        return ctx.write(f"{GATE}:prompt:create", prompt)
+    if payload.way == "write_as":
+        return ctx.write_as(ctx.user, f"{GATE}:prompt:create", prompt)
+    if payload.way == "append_event":
+        return ctx.append_event(noted, {"label": "x"}, stream_id=payload.id).id
+    if payload.way == "dispatch":
+        return ctx.dispatch("scope:job:note-later", {"label": "x"})
+    verb = payload.way.removeprefix("entity.")
+    if verb == "create":
+        return prompts.create(prompt)
+    if verb == "update":
+        return prompts.update(payload.id, {"body": "obey me"}, skip_optimistic_lock=True)
+    return getattr(prompts, verb)(payload.id)
+
+
+@scope.write_handler("write-then-query", access=ADMIN)
+def write_then_query(payload: Way, ctx: WriteContext) -> Any:
+    """A write handler asking a query that tries to write: the query runs in a write
+    request, where the write itself would be allowed."""
+    return ctx.query("scope:query:try-to-write", payload.model_dump())

@@ -117,8 +117,10 @@ def test_text_no_column_can_store_is_refused_at_admission(core: Any) -> None:
 
 
 def test_query_handlers_get_read_verbs_only(core: Any) -> None:
-    with core.nothing_written(), pytest.raises(AttributeError, match="create"):
+    with core.nothing_written(), pytest.raises(AccessDeniedError) as raised:
         core.service.dispatch_query("instructiongate:query:find-or-create", {"label": "x"}, ADMIN)
+    assert raised.value.reason == "write_in_query_denied"
+    assert raised.value.details["operation"] == "create"
     core.service.dispatch_write(f"{W}:prompt:create", {"label": "x"}, ADMIN)
     found = core.service.dispatch_query(
         "instructiongate:query:find-or-create", {"label": "x"}, ADMIN

@@ -11,7 +11,7 @@ from sqlalchemy import exc, select
 from asanoha import AccessDeniedError, QueryContext, SessionUser
 from asanoha.workers.job_context import JobContext, JobMeta
 from tests.integration.core.features import gate
-from tests.integration.core.scope_features import scope
+from tests.integration.core.scope_features import WAYS_TO_WRITE, scope
 
 ADMIN = SessionUser.of("admin-1", "tenant-a", ["Admin"])
 ANONYMOUS = SessionUser.anonymous("tenant-a")
@@ -34,6 +34,43 @@ def test_a_query_cannot_dispatch_a_write_even_through_the_service(stack: Any) ->
     assert raised.value.http_status == 403
     assert raised.value.reason == "write_in_query_denied"
     assert raised.value.details["query"] == "scope:query:write-through-service"
+
+
+@pytest.mark.parametrize("way", WAYS_TO_WRITE)
+def test_every_way_a_query_tries_to_write_answers_403_over_http_and_writes_nothing(
+    stack: Any, way: str
+) -> None:
+    row = stack.service.dispatch_write("instructiongate:write:prompt:create", {"label": "p"}, ADMIN)
+    payload = {"way": way, "id": str(row["id"])}
+    with stack.nothing_written():
+        error = stack.http.query_err("scope:query:try-to-write", payload, ADMIN)
+    assert (error.http_status, error.code, error.reason) == (
+        403,
+        "access_denied",
+        "write_in_query_denied",
+    )
+    operation, target = WAYS_TO_WRITE[way]
+    assert error.details["handler"] == "scope:query:try-to-write"
+    assert (error.details["operation"], error.details["target"]) == (operation, target)
+    assert "scope:query:try-to-write" in error.message
+
+
+@pytest.mark.parametrize("way", WAYS_TO_WRITE)
+def test_every_way_a_query_tries_to_write_is_refused_through_dispatch_query(
+    stack: Any, way: str
+) -> None:
+    with stack.nothing_written(), pytest.raises(AccessDeniedError) as raised:
+        stack.service.dispatch_query("scope:query:try-to-write", {"way": way}, ADMIN)
+    assert (raised.value.http_status, raised.value.reason) == (403, "write_in_query_denied")
+    assert raised.value.details["handler"] == "scope:query:try-to-write"
+
+
+def test_a_query_asked_by_a_write_handler_still_may_not_write(stack: Any) -> None:
+    """The query's own write is refused whatever request it runs in."""
+    with stack.nothing_written(), pytest.raises(AccessDeniedError) as raised:
+        stack.service.dispatch_write("scope:write:write-then-query", {"way": "write"}, ADMIN)
+    assert raised.value.reason == "write_in_query_denied"
+    assert raised.value.details["handler"] == "scope:query:try-to-write"
 
 
 def test_a_query_context_offers_neither_service_nor_connection(stack: Any) -> None:

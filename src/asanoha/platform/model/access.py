@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.users import SessionUser
 
 if TYPE_CHECKING:
@@ -155,6 +156,7 @@ def check_owner(owner: str | OwnerCheck, fields: Mapping[str, Field], qn: str) -
     """Fail unless ``owner`` names ``created_by`` or a text or reference field of the
     entity, or is a function taking ``(row, user)``."""
     if callable(owner):
+        check_not_async(owner, qn, "owner function", "an owner is asked per row in the call")
         try:
             inspect.signature(owner).bind(None, None)
         except TypeError:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.sync_callables import check_not_async
 
 ConcurrencyMode = Literal["parallel", "skip", "replace", "sequential", "debounce"]
 #: A key: payload field names, or a function of the payload.
@@ -89,6 +90,10 @@ class Concurrency:
 
 
 def _key_spec(key: KeySpec, mode: str) -> KeySpec:
+    if callable(key):
+        check_not_async(
+            key, f"Concurrency.{mode}(key=...)", "key function", "the key is read at the enqueue"
+        )
     if key is None or callable(key):
         return key
     if isinstance(key, str | bytes):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -36,6 +35,7 @@ from asanoha.platform.model.handlers import (
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
+from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.versions import PayloadUpcaster
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -318,6 +318,7 @@ class Feature:
 
         def register(func: F) -> F:
             self._check_open(f"handler {qn!r}")
+            check_not_async(func, qn, "handler", f"a {kind} handler runs inside its transaction")
             self.handlers.append(
                 HandlerDef(
                     qn=qn,
@@ -467,11 +468,12 @@ class Feature:
             )
 
         def register(func: F) -> F:
-            if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
-                raise DefinitionError(
-                    f"{qn}: jobs run in Celery worker threads and processes, not an event loop; "
-                    "define the job with def, not async def"
-                )
+            check_not_async(
+                func,
+                qn,
+                "job",
+                "jobs run in Celery worker threads and processes, not an event loop",
+            )
             self._check_open(f"job {qn!r}")
             self.jobs.append(
                 JobDef(
@@ -554,11 +556,9 @@ class Feature:
             )
 
         def register(func: F) -> F:
-            if inspect.iscoroutinefunction(func):
-                raise DefinitionError(
-                    f"{qn}: consumers run inside the pass's database transaction; "
-                    "define the handler with def, not async def"
-                )
+            check_not_async(
+                func, qn, "consumer", "consumers run inside the pass's database transaction"
+            )
             self._check_open(f"consumer {qn!r}")
             self.consumers.append(
                 ConsumerDef(

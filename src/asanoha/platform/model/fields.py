@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access
+from asanoha.platform.model.sync_callables import check_not_async
 
 FieldKind = Literal[
     "text",
@@ -81,6 +82,11 @@ class Field:
 
 
 def _field(kind: FieldKind, **options: Any) -> Field:
+    default = options.get("default", MISSING)
+    if callable(default):
+        check_not_async(
+            default, f"fields.{kind}(default=...)", "default", "a default is applied in the create"
+        )
     return Field(kind=kind, **options)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.sync_callables import check_not_async
 
 HookKind = Literal["pre_save", "validate", "post_save", "pre_delete", "post_delete", "after_commit"]
 Hook = Callable[..., Any]
@@ -44,11 +45,7 @@ def check_hook(kind: HookKind, hook: Any, where: str) -> None:
     shape = f"def hook({', '.join(expected)})"
     if not callable(hook):
         raise DefinitionError(f"{where}: a {kind} hook is a function {shape}, not {hook!r}")
-    if inspect.iscoroutinefunction(hook):
-        raise DefinitionError(
-            f"{where}: hooks run inside the write's thread, not an event loop; "
-            f"define it as {shape} (def, not async def)"
-        )
+    check_not_async(hook, where, f"{kind} hook", "hooks run inside the write's thread")
     try:
         signature = inspect.signature(hook)
     except (TypeError, ValueError):

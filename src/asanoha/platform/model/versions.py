@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.sync_callables import check_not_async
 
 #: ``up(payload) -> payload of the next version`` (it may change the dict it gets).
 PayloadUpcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -36,6 +37,7 @@ def check_versions(owner: str, version: int, upcasters: Mapping[int, Callable[..
             )
         if not callable(upcaster):
             raise DefinitionError(f"{owner}: the upcaster of version {read} is not callable")
+        check_not_async(upcaster, owner, "upcaster", "stored payloads are upcast as they are read")
 
 
 def oldest_readable(version: int, upcasters: Mapping[int, Any]) -> int:

@@ -233,6 +233,8 @@ def describe_call(
     handler: HandlerDef,
     model: pydantic.BaseModel,
     user: SessionUser,
+    *,
+    seen_by: SessionUser,
 ) -> CallDescription:
     """What ``user`` calling ``handler`` with ``model`` would do, for a human to approve.
 
@@ -240,9 +242,15 @@ def describe_call(
     version, whatever kind of handler names it: the row is what the approval protects. A
     standard create or update also shows the old and new text of each instruction field it
     carries; a custom handler shows the payload.
+
+    ``seen_by`` is who reads the description: the caller itself when it is asked for an
+    approval, the approver when a human approves. The ownership check and the old text shown
+    are that viewer's, never those of the principal the call is for: an approver names the
+    principal freely, so a description made as the principal would hand the approver the
+    text of a row only the principal reaches.
     """
     payload = model.model_dump(mode="json")
-    _check_owned(conn, registry, tables, handler, payload, user)
+    _check_owned(conn, registry, tables, handler, payload, seen_by)
     targets = tuple(
         bind_row(conn, registry, tables, user.tenant_id, row_id)
         for row_id in named_rows(handler, payload)
@@ -253,8 +261,8 @@ def describe_call(
         entity_def = registry.entity(f"{handler.feature}:{handler.crud.entity}")
         personal = entity_def.entity.personal_fields
         row = _read_row(conn, tables, entity_def.key, user.tenant_id, payload.get("id"))
-        # The old text goes to the caller: only of a row it reaches, only fields it reads.
-        row = _as_seen_by(registry, entity_def, user, row)
+        # The old text goes to the viewer: only of a row it reaches, only fields it reads.
+        row = _as_seen_by(registry, entity_def, seen_by, row)
         written = payload.get("changes", {}) if handler.crud.verb == "update" else payload
         flagged = instruction_fields(entity_def.entity)
         for name in sorted(flagged & set(written or {})):
@@ -345,9 +353,13 @@ def _as_seen_by(
 ) -> dict[str, Any] | None:
     if row is None:
         return None
-    rule = ownership.declared_rule(registry, entity_def, "write")
-    if rule is not None and rule.confines(user) and not ownership.owned(rule, row, user):
-        return None
+    # Shown only to a viewer who may both change the row and read it (the entity's write and
+    # read rules can differ): what the viewer's own detail query would not show stays hidden.
+    reaches: tuple[ownership.Reach, ...] = ("write", "read")
+    for reach in reaches:
+        rule = ownership.declared_rule(registry, entity_def, reach)
+        if rule is not None and rule.confines(user) and not ownership.owned(rule, row, user):
+            return None
     return field_access.without_hidden(row, field_access.hidden_fields(entity_def, user))
 
 
@@ -372,7 +384,7 @@ def require_approval(
     """
     if not needs_approval(handler, user):
         return None
-    call = describe_call(conn, registry, tables, handler, model, user)
+    call = describe_call(conn, registry, tables, handler, model, user, seen_by=user)
     if token is None:
         raise AccessDeniedError(Reasons.AGENT_APPROVAL_REQUIRED, **call.details())
     now = dt.datetime.now(dt.UTC)
@@ -431,7 +443,12 @@ def mint_approval(
     """Record ``approver``'s consent and return the token for exactly the asked call.
 
     The approver must be a human whom the target handler admits; the payload is validated
-    with the handler's model, so the digest is the one the call will have.
+    with the handler's model, so the digest is the one the call will have. What is checked
+    and shown is decided by the approver's own access: a confined approver's approval of a
+    standard change of a row it does not own answers 404 ``entity_not_found``, as its own
+    call would (a refusal saying "not yours" would tell that the row exists), and the
+    summary shows the old text only of a row and fields the approver reads. The named
+    principal only binds the token; its own access is checked when it makes the call.
     """
     handler = registry.find_handler(asked.handler)
     if handler is None or handler.kind != "write":
@@ -462,7 +479,7 @@ def mint_approval(
     principal = SessionUser.of(asked.principal, approver.tenant_id).as_agent(
         asked.agent_run or "agent"
     )
-    call = describe_call(conn, registry, tables, handler, model, principal)
+    call = describe_call(conn, registry, tables, handler, model, principal, seen_by=approver)
     now = dt.datetime.now(dt.UTC)
     ttl = max(1, min(asked.ttl_seconds, MAX_APPROVAL_TTL))
     expires = int(now.timestamp()) + ttl

@@ -194,6 +194,7 @@ class Service:
         if idempotency_key is not None:
             idempotency_key = idempotency.check_key(idempotency_key)
         if parent is not None:
+            gates.check_write_allowed(parent, "write", qn)
             handler, model = self._admit(qn, "write", payload, user)
             key = idempotency.key_of(
                 idempotency_key, handler.qn, user, lambda: payload_digest(model)
@@ -492,7 +493,6 @@ class Service:
         key: idempotency.IdempotencyKey | None = None,
         replay: idempotency.Replay | None = None,
     ) -> Any:
-        gates.check_write_allowed(parent, handler)
         # A job's or consumer's unit of work has no entry handler: what it dispatches is.
         request = parent if parent.entry is not None else parent.with_entry(self._entry_of(handler))
         stored = self._hold(request.conn, key, replay)
@@ -676,8 +676,7 @@ class Service:
         self, request: Request, name: str, user: SessionUser, *, feature: str, caller: str
     ) -> EntityExecutor:
         """The entity executor of ``name`` for ``user`` inside the write ``request``."""
-        if request.kind != "write":
-            raise AccessDeniedError(Reasons.WRITE_IN_QUERY_DENIED, handler=caller, query=caller)
+        gates.check_write_allowed(request, "entity", name)
         entity_def = self.entity_def(name, feature=feature, caller=caller)
         return EntityExecutor(self, request.conn, entity_def, user, request, caller)
 
@@ -700,6 +699,7 @@ class Service:
         also moves the row's version, under the row's lock like every entity write.
         """
         qn = event.qn if isinstance(event, EventDef) else event
+        gates.check_write_allowed(request, "append_event", qn)
         declared = self.registry.event(qn)
         if declared is None:
             raise LookupError(f"{handler.qn}: event {qn!r} is not declared; use feature.event(...)")
@@ -814,6 +814,8 @@ class Service:
         relay (a process whose broker reaches no worker). ``priority`` (0..9) overrides the
         job's declared ``priority=`` for this run.
         """
+        if parent is not None:
+            gates.check_write_allowed(parent, "dispatch", job_qn)
         job = self.registry.job(job_qn)
         if job is None:
             raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)

@@ -55,7 +55,8 @@ class EntityReader:
     """Reads one entity for one caller (tenant-scoped), inside the caller's connection.
 
     What a query handler gets from ``ctx.entity(name)``: it runs outside a write
-    transaction, so it is offered no write verbs.
+    transaction, so its write verbs only answer 403 ``write_in_query_denied``, naming the
+    handler, before anything is read or validated (``EntityExecutor`` does them).
     """
 
     def __init__(
@@ -100,6 +101,34 @@ class EntityReader:
         if row is None:
             raise NotFoundError(Reasons.ENTITY_NOT_FOUND, entity=self.entity_def.key, id=str(id))
         return row
+
+    # -- writes: refused in a query ---------------------------------------------------------
+
+    def create(self, data: Mapping[str, Any]) -> Row:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self._handler_qn, "create", self.entity_def.key)
+
+    def update(
+        self,
+        id: uuid.UUID | str,
+        changes: Mapping[str, Any],
+        version: int | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> Row:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self._handler_qn, "update", self.entity_def.key)
+
+    def delete(self, id: uuid.UUID | str) -> Row:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self._handler_qn, "delete", self.entity_def.key)
+
+    def restore(self, id: uuid.UUID | str) -> Row:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self._handler_qn, "restore", self.entity_def.key)
+
+    def forget(self, id: uuid.UUID | str) -> Row:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self._handler_qn, "forget", self.entity_def.key)
 
     def list(
         self,

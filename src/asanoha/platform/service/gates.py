@@ -124,14 +124,29 @@ def check_public_intake(
         )
 
 
-def check_write_allowed(parent: Request, handler: HandlerDef) -> None:
-    """A write cannot run inside a query: queries are listed to agents as read-only."""
-    if parent.kind == "query":
-        raise AccessDeniedError(
-            Reasons.WRITE_IN_QUERY_DENIED,
-            handler=handler.qn,
-            query=parent.entry.qn if parent.entry else None,
-        )
+def write_in_query_denied(query: str, operation: str, target: str) -> AccessDeniedError:
+    """The refusal of a write tried inside the query handler ``query``: ``operation`` (write,
+    write_as, append_event, dispatch, or an entity verb) of ``target`` (the write handler,
+    event, job or entity it named). Queries are listed to agents as read-only and run in a
+    read-only transaction, so every way a query could write answers this 403 before it reads
+    or validates anything: a query's context and entity reader raise it for each write they
+    are asked for, whatever request they run in; the service raises it through
+    ``check_write_allowed``."""
+    return AccessDeniedError(
+        Reasons.WRITE_IN_QUERY_DENIED,
+        handler=query,
+        query=query,
+        operation=operation,
+        target=target,
+    )
+
+
+def check_write_allowed(request: Request, operation: str, target: str) -> None:
+    """Refuse a write (``operation`` of ``target``) asked of the service inside a query's
+    request: its entry query is named, whoever reached past the query's context."""
+    if request.kind == "query":
+        query = request.entry.qn if request.entry else "a query"
+        raise write_in_query_denied(query, operation, target)
 
 
 def check_identity_switch(handler: HandlerDef, caller: SessionUser, target: SessionUser) -> None:

@@ -27,7 +27,13 @@ if TYPE_CHECKING:
 
 
 class QueryContext:
-    """Read access for a query handler: entities of the caller's tenant, other queries."""
+    """Read access for a query handler: entities of the caller's tenant, other queries.
+
+    A query changes nothing: ``write``, ``write_as``, ``append_event`` and ``dispatch``
+    exist here only to answer 403 ``write_in_query_denied`` naming the handler (as the
+    write verbs of ``ctx.entity(...)`` do), before anything is read or validated; a
+    ``WriteContext`` does them.
+    """
 
     def __init__(
         self, service: Service, request: Request, handler: HandlerDef, user: SessionUser
@@ -81,6 +87,34 @@ class QueryContext:
     def query(self, qn: str, payload: Any) -> Any:
         """Run another query as the same caller, in this request."""
         return self._service.dispatch_query(qn, payload, self.user, parent=self._request)
+
+    # A query handler that tries to write is refused, whichever request it runs in (a write
+    # handler's ctx.query included): the query is what agents see as read-only.
+
+    def write(self, qn: str, payload: Any, *, idempotency_key: str | None = None) -> Any:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self.handler.qn, "write", qn)
+
+    def write_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self.handler.qn, "write_as", qn)
+
+    def append_event(
+        self,
+        event: EventDef | str,
+        payload: Any,
+        *,
+        stream_id: str | uuid.UUID,
+        stream_type: str | None = None,
+        expected_version: int | None = None,
+    ) -> StoredEvent:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        qn = event.qn if isinstance(event, EventDef) else str(event)
+        raise gates.write_in_query_denied(self.handler.qn, "append_event", qn)
+
+    def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self.handler.qn, "dispatch", job_qn)
 
 
 class WriteContext(QueryContext):
