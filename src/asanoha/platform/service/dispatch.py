@@ -85,6 +85,7 @@ from asanoha.platform.service.validation import (
     invalid_field,
     validate_payload,
 )
+from asanoha.platform.service.write_plan import WritePlan, build_write_plan
 from asanoha.platform.store import (
     Database,
     StoredEvent,
@@ -159,6 +160,12 @@ class Service:
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}
         self._entries: dict[str, EntryHandler] = {}
+        #: Every write handler's plan, made once (see ``write_plan``); made here, at boot, so
+        #: that a plan that cannot be made fails the application's start.
+        self._plans: dict[str, WritePlan] = {}
+        for declared in registry.handlers:
+            if declared.kind == "write":
+                self.plan_of(declared)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -232,23 +239,26 @@ class Service:
         # What counted_write does, inline: a top-level write is the hottest path there is.
         try:
             handler, model = self._admit(qn, "write", payload, user)
-            self._check_rate(handler, user, meta)
+            plan = self.plan_of(handler)
+            if plan.rate_limited:
+                self._check_rate(handler, user, meta)
             key = idempotency.key_of(
                 idempotency_key, handler.qn, user, lambda: payload_digest(model)
             )
             opened: list[Request] = []
 
             def run(conn: Connection) -> Any:
-                request = self._open(conn, "write", handler, user, meta, origin)
+                request = self._open(conn, "write", handler, user, meta, origin, plan.entry)
                 opened.append(request)
                 span.set("entry.handler", handler.qn)
-                span.set("entry.risk", request.entry.risk if request.entry else None)
+                span.set("entry.risk", plan.entry.risk)
                 request.acting = acting
                 request.reads = reads
-                request.approval_id = self.approvals.require(
-                    conn, handler, model, user, approval, request.request_id
-                )
-                return self._run_write(request, handler, model, user)
+                if plan.approved_for_agents:
+                    request.approval_id = self.approvals.require(
+                        conn, handler, model, user, approval, request.request_id
+                    )
+                return self._run_write(request, plan, model, user)
 
             if key is None:
                 with self.database.begin() as conn:
@@ -327,19 +337,22 @@ class Service:
         for index, (qn, payload) in enumerate(items):
             try:
                 handler, model = self._admit(qn, "write", payload, user)
-                self._check_rate(handler, user, meta)
+                plan = self.plan_of(handler)
+                if plan.rate_limited:
+                    self._check_rate(handler, user, meta)
                 if not holder:
-                    holder.append(self._open(conn, "write", handler, user, meta, None))
+                    holder.append(self._open(conn, "write", handler, user, meta, None, plan.entry))
                     request = holder[0]
                 else:
-                    entry = self._entry_of(handler)
+                    entry = plan.entry
                     request = holder[0].with_entry(
                         entry,
                         WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
                     )
-                # A batch carries no approval tokens: an agent's high-risk item is refused.
-                self.approvals.require(conn, handler, model, user, None, request.request_id)
-                results.append(self._run_write(request, handler, model, user))
+                if plan.approved_for_agents:
+                    # A batch carries no approval tokens: an agent's high-risk item is refused.
+                    self.approvals.require(conn, handler, model, user, None, request.request_id)
+                results.append(self._run_write(request, plan, model, user))
             except AsanohaError as error:
                 error.details["index"] = index
                 count_failed_write(qn, error)
@@ -494,7 +507,8 @@ class Service:
         replay: idempotency.Replay | None = None,
     ) -> Any:
         # A job's or consumer's unit of work has no entry handler: what it dispatches is.
-        request = parent if parent.entry is not None else parent.with_entry(self._entry_of(handler))
+        plan = self.plan_of(handler)
+        request = parent if parent.entry is not None else parent.with_entry(plan.entry)
         stored = self._hold(request.conn, key, replay)
         if stored is not None:
             stored.note_reads(request.reads)
@@ -502,13 +516,13 @@ class Service:
         if key is not None and redaction.current() is None:
             # Its refusal is kept: what the nested write reveals is kept out of it.
             with redaction.revealing():
-                return self._run_savepoint(request, handler, model, user, key, replay)
-        return self._run_savepoint(request, handler, model, user, key, replay)
+                return self._run_savepoint(request, plan, model, user, key, replay)
+        return self._run_savepoint(request, plan, model, user, key, replay)
 
     def _run_savepoint(
         self,
         request: Request,
-        handler: HandlerDef,
+        plan: WritePlan,
         model: pydantic.BaseModel,
         user: SessionUser,
         key: idempotency.IdempotencyKey | None,
@@ -517,7 +531,7 @@ class Service:
         mark = request.mark()
         savepoint = request.conn.begin_nested()
         try:
-            result = self._run_write(request, handler, model, user)
+            result = self._run_write(request, plan, model, user)
             if key is not None:
                 outcome = idempotency.Outcome.of_result(result, request.reads)
                 if not idempotency.keep(
@@ -551,8 +565,10 @@ class Service:
         return result
 
     def _run_write(
-        self, request: Request, handler: HandlerDef, model: pydantic.BaseModel, user: SessionUser
+        self, request: Request, plan: WritePlan, model: pydantic.BaseModel, user: SessionUser
     ) -> Any:
+        """The plan's steps inside the transaction: the handler, then its triggered jobs."""
+        handler = plan.handler
         try:
             result = handler.func(model, WriteContext(self, request, handler, user))
         except DataError as exc:
@@ -562,25 +578,24 @@ class Service:
             raise UnprocessableError(
                 Reasons.UNPROCESSABLE, handler=handler.qn, error=detail
             ) from None
-        self._enqueue_triggered(request, handler, model, user, result)
+        if plan.triggered:
+            self._enqueue_triggered(request, plan, model, user, result)
         return result
 
     def _enqueue_triggered(
         self,
         request: Request,
-        handler: HandlerDef,
+        plan: WritePlan,
         model: pydantic.BaseModel,
         user: SessionUser,
         result: Any,
     ) -> None:
-        triggered = self.registry.jobs_triggered_by(handler.qn)
-        if not triggered:
-            return
+        handler = plan.handler
         payload = model.model_dump(mode="json")
         # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``,
         # made storable here: nothing about it may fail the write (see ``trigger_result``).
         stored = storable_trigger_result(result, handler.qn)
-        for job in triggered:
+        for job in plan.triggered:
             message = self._message(job.qn, payload, user, request, handler.qn, result=stored)
             placed = job_concurrency.place(request.conn, self.tables, job, message)
             if placed.message is not None:
@@ -931,6 +946,17 @@ class Service:
         # The limiter knows the application's default for handlers that declare none.
         self.rate_limiter.check(handler, user, meta)
 
+    def plan_of(self, handler: HandlerDef) -> WritePlan:
+        """The write plan of ``handler`` (see ``write_plan``), made once."""
+        plan = self._plans.get(handler.qn)
+        # A registry's handler is the one planned; another object of the same name (a test
+        # that builds its own) gets a plan of its own.
+        if plan is None or plan.handler is not handler:
+            default = self.rate_limiter.default if self.rate_limiter is not None else None
+            plan = build_write_plan(self.registry, handler, default)
+            self._plans[handler.qn] = plan
+        return plan
+
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:
         entry = self._entries.get(handler.qn)
         if entry is None or self.registry.find_handler(handler.qn) is not handler:
@@ -946,10 +972,12 @@ class Service:
         user: SessionUser,
         meta: RequestMeta | None,
         origin: WriteOrigin | None,
+        entry: EntryHandler | None = None,
     ) -> Request:
-        """The request of a top-level dispatch: ``handler`` is its entry handler."""
+        """The request of a top-level dispatch: ``handler`` is its entry handler (``entry``:
+        as its write plan has it)."""
         meta = meta or RequestMeta()
-        entry = self._entry_of(handler)
+        entry = entry or self._entry_of(handler)
         request = Request(
             conn=conn,
             user=user,
