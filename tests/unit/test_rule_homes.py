@@ -1,0 +1,137 @@
+"""Each rule of the write path is applied by its owner alone.
+
+A rule with two homes is forgotten in one of them: the irreversible gate on the executor but
+not on a bundled handler, public intake on entity writes but not on domain events. So the
+functions that apply a rule (a gate, sealing a personal value, destroying a key, appending an
+event, projecting a row, placing or publishing a job row) may be called only from the modules
+listed here. A new path that needs one of them calls the owner (the write plan, the executor,
+``erasure``) instead; a test failing here names the module and the function it reached for.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[2] / "src"
+
+#: rule -> (the functions that apply it, as module.function, the modules that may call them).
+RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "the gates": (
+        frozenset(
+            f"asanoha.platform.service.gates.{name}"
+            for name in (
+                "check_irreversible",
+                "check_instruction_fields",
+                "check_public_intake",
+                "check_write_allowed",
+                "check_identity_switch",
+            )
+        ),
+        frozenset(
+            {
+                "asanoha.platform.service.dispatch",
+                "asanoha.platform.service.executor",
+                "asanoha.platform.service.erasure",
+                "asanoha.platform.service.handler_context",
+            }
+        ),
+    ),
+    "appending and projecting events": (
+        frozenset(
+            {
+                "asanoha.platform.store.append_event",
+                "asanoha.platform.store.events.append_event",
+                "asanoha.platform.store.apply_entity_event",
+                "asanoha.platform.store.projections.apply_entity_event",
+            }
+        ),
+        frozenset({"asanoha.platform.service.dispatch", "asanoha.platform.service.executor"}),
+    ),
+    "sealing personal values": (
+        frozenset(
+            {
+                "asanoha.platform.personal.vault.seal_known",
+                "asanoha.platform.personal.events.seal_event_payload",
+                "asanoha.platform.personal.entities.seal_entity_values",
+            }
+        ),
+        frozenset(
+            {
+                "asanoha.platform.service.dispatch",
+                "asanoha.platform.service.executor",
+                "asanoha.platform.service.idempotency",
+                "asanoha.platform.service.outbox",
+            }
+        ),
+    ),
+    "destroying a subject's key": (
+        frozenset({"asanoha.platform.personal.subject_keys.destroy"}),
+        frozenset({"asanoha.platform.service.erasure"}),
+    ),
+    "forgetting a subject": (
+        frozenset({"asanoha.platform.service.erasure.forget_subject"}),
+        frozenset({"asanoha.platform.service.executor", "asanoha.handlers.personal_data"}),
+    ),
+    "placing and publishing job rows": (
+        frozenset(
+            {
+                "asanoha.platform.service.job_concurrency.place",
+                "asanoha.platform.service.outbox.publish_messages",
+            }
+        ),
+        frozenset({"asanoha.platform.service.dispatch"}),
+    ),
+}
+
+
+def modules() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted((SOURCE / "asanoha").rglob("*.py")):
+        parts = path.with_suffix("").relative_to(SOURCE).parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        yield name, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def functions_called(tree: ast.Module) -> set[str]:
+    """The ``module.function`` names a module calls: functions imported by name, and
+    attributes of modules imported by name (``gates.check_irreversible``)."""
+    imported: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    called: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in imported:
+            called.add(imported[func.id])
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner = imported.get(func.value.id)
+            if owner is not None:
+                called.add(f"{owner}.{func.attr}")
+    return called
+
+
+CALLS = {name: functions_called(tree) for name, tree in modules()}
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_only_the_owners_apply_a_rule(rule: str) -> None:
+    functions, owners = RULES[rule]
+    callers = {
+        module: sorted(called & functions)
+        for module, called in CALLS.items()
+        if called & functions and not any(module == f.rsplit(".", 1)[0] for f in functions)
+    }
+    strays = {module: found for module, found in callers.items() if module not in owners}
+    assert not strays, (
+        f"{rule} has more homes than its owners {sorted(owners)}: {strays}; call the owner "
+        "(the write plan, the executor, erasure) instead"
+    )
+    # An owner that no longer calls it is taken off the list, so the list stays the truth.
+    assert set(callers) == set(owners), f"{rule}: callers {sorted(callers)}"
