@@ -34,6 +34,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(
             {
                 "asanoha.platform.service.dispatch",
+                "asanoha.platform.service.domain_events",
                 "asanoha.platform.service.executor",
                 "asanoha.platform.service.erasure",
                 "asanoha.platform.service.handler_context",
@@ -49,7 +50,9 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.store.projections.apply_entity_event",
             }
         ),
-        frozenset({"asanoha.platform.service.dispatch", "asanoha.platform.service.executor"}),
+        frozenset(
+            {"asanoha.platform.service.domain_events", "asanoha.platform.service.executor"}
+        ),
     ),
     "sealing personal values": (
         frozenset(
@@ -61,7 +64,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         ),
         frozenset(
             {
-                "asanoha.platform.service.dispatch",
+                "asanoha.platform.service.domain_events",
                 "asanoha.platform.service.executor",
                 "asanoha.platform.service.idempotency",
                 "asanoha.platform.service.outbox",

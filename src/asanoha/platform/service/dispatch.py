@@ -25,7 +25,6 @@ from asanoha.platform import telemetry
 from asanoha.platform.errors import (
     AccessDeniedError,
     AsanohaError,
-    ConflictError,
     NotFoundError,
     Reasons,
     UnprocessableError,
@@ -40,15 +39,12 @@ from asanoha.platform.metrics import (
 )
 from asanoha.platform.model import (
     EntityDef,
-    EventDef,
     HandlerDef,
     Registry,
     SessionUser,
     resolve_agent_exposure,
     to_kebab,
 )
-from asanoha.platform.personal import redaction
-from asanoha.platform.personal.events import seal_event_payload
 from asanoha.platform.personal.master_keys import KeyWrapper
 from asanoha.platform.personal.vault import PersonalData
 from asanoha.platform.personal.vault import attach as attach_personal_data
@@ -58,12 +54,13 @@ from asanoha.platform.service import (
     job_concurrency,
     job_pauses,
     outbox,
-    ownership,
 )
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payload_digest
+from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
+from asanoha.platform.service.keyed_writes import KeyedWrites
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.rate_limits import RateLimiter
@@ -82,7 +79,6 @@ from asanoha.platform.service.trigger_result import (
 from asanoha.platform.service.validation import (
     check_storable,
     field_errors,
-    invalid_field,
     validate_payload,
 )
 from asanoha.platform.service.write_plan import WritePlan, build_write_plan
@@ -90,20 +86,12 @@ from asanoha.platform.store import (
     Database,
     StoredEvent,
     Tables,
-    append_event,
-    apply_entity_event,
     build_tables,
-    stream_version,
 )
-from asanoha.platform.store.projections import entity_of_event, lock_entity_row, stream_entity
 from asanoha.platform.store.replica import ReadAfter, ReadReplica
 
 CommitListener = Callable[[Sequence[StoredEvent]], None]
 log = logging.getLogger("asanoha.service")
-
-
-class _Undo(Exception):
-    """Roll the write back: its key got an outcome meanwhile, or it was refused (kept)."""
 
 
 class Service:
@@ -128,10 +116,6 @@ class Service:
         self.registry = registry
         #: Lane -> the QNs of its jobs (a paused lane pauses them).
         self.job_lanes = job_pauses.lanes_of(registry)
-        #: Seconds an idempotent write's outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
-        self.idempotency_ttl = idempotency_ttl
-        #: Seconds a repeat waits for a running write with its key (``ASANOHA_IDEMPOTENCY_WAIT``).
-        self.idempotency_wait = idempotency_wait
         #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
         self.rate_limiter = rate_limiter
         #: job qn -> the longest countdown the broker may hold for it; a job delayed longer
@@ -141,6 +125,10 @@ class Service:
         self.operator_tenant = operator_tenant
         self.database = database
         self.tables = tables or build_tables(registry)
+        #: Runs writes under their callers' idempotency keys (``keyed_writes``).
+        self.keyed = KeyedWrites(
+            database, self.tables, ttl_seconds=idempotency_ttl, wait_seconds=idempotency_wait
+        )
         self.publisher = publisher
         #: How personal values are stored: sealed under per-subject keys that ``key_wrapper``
         #: wraps; without one (development only) as they are.
@@ -156,6 +144,10 @@ class Service:
         self.approvals = Approvals(signer, registry, self.tables)
         #: Whose rows each caller reaches, from the entities' standard handlers (``ownership``).
         self.owner_rules = OwnerRules(registry)
+        #: Appends handlers' declared domain events (``ctx.append_event``).
+        self.domain_events = DomainEvents(
+            registry, self.tables, database.backend, self.personal, self.owner_rules
+        )
         self._commit_listeners: list[CommitListener] = []
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}
@@ -264,7 +256,7 @@ class Service:
                 with self.database.begin() as conn:
                     result = run(conn)
             else:
-                result, replayed = self._run_keyed(key, replay, run, reads)
+                result, replayed = self.keyed.run(key, replay, run, reads)
                 if replayed:
                     return result
             request = opened[-1]
@@ -314,7 +306,7 @@ class Service:
             with self.database.begin() as conn:
                 results = run(conn)
         else:
-            kept, replayed = self._run_keyed(key, replay, run)
+            kept, replayed = self.keyed.run(key, replay, run)
             results = list(kept)
             if replayed:
                 return results
@@ -357,84 +349,6 @@ class Service:
                 error.details["index"] = index
                 count_failed_write(qn, error)
                 raise
-
-    # -- idempotency ------------------------------------------------------------------------
-
-    def _hold(
-        self,
-        conn: Connection,
-        key: idempotency.IdempotencyKey | None,
-        replay: idempotency.Replay | None,
-    ) -> idempotency.Outcome | None:
-        """The stored outcome of ``key`` (noted in ``replay``), or ``None``: run the write.
-        Either way the transaction holds the key until it ends."""
-        if key is None:
-            return None
-        stored = idempotency.hold(conn, self.tables, key, self.idempotency_wait)
-        if stored is not None and replay is not None:
-            replay.replayed = True
-        return stored
-
-    def _run_keyed(
-        self,
-        key: idempotency.IdempotencyKey,
-        replay: idempotency.Replay | None,
-        run: Callable[[Connection], Any],
-        reads: InstructionReads | None = None,
-    ) -> tuple[Any, bool]:
-        """Run ``run(conn)`` in a transaction that holds ``key`` and keeps its outcome there;
-        return the outcome's data and whether it is a stored one (the write did not run).
-
-        The first call answers its outcome as it is kept (plain JSON data: ids and times as
-        strings), so that the same call answers the same types however often it is sent.
-        ``reads`` gets the instruction text the first call handed out.
-
-        A refusal (4xx) rolls the write back and is kept in a transaction of its own, then
-        raised. A write whose key got an outcome meanwhile (committed between this
-        transaction's snapshot and its lock) is rolled back and answers that outcome.
-        """
-        # The refusal is kept: the personal values the write revealed are kept out of it.
-        with redaction.revealing():
-            return self._run_keyed_revealing(key, replay, run, reads)
-
-    def _run_keyed_revealing(
-        self,
-        key: idempotency.IdempotencyKey,
-        replay: idempotency.Replay | None,
-        run: Callable[[Connection], Any],
-        reads: InstructionReads | None,
-    ) -> tuple[Any, bool]:
-        refused: AsanohaError | None = None
-        try:
-            with self.database.begin() as conn:
-                stored = self._hold(conn, key, replay)
-                if stored is not None:
-                    stored.note_reads(reads)
-                    return stored.answer(), True
-                try:
-                    result = run(conn)
-                except AsanohaError as error:
-                    if not idempotency.is_storable(error):
-                        raise
-                    refused = error
-                    raise _Undo from None
-                outcome = idempotency.Outcome.of_result(result, reads)
-                if not idempotency.keep(conn, self.tables, key, outcome, self.idempotency_ttl):
-                    raise _Undo
-                return outcome.answer(), False
-        except _Undo:
-            pass
-        with self.database.begin() as conn:
-            stored = self._hold(conn, key, replay)
-            if stored is None and refused is not None:
-                outcome = idempotency.Outcome.of_error(refused)
-                idempotency.keep(conn, self.tables, key, outcome, self.idempotency_ttl)
-        if stored is not None:
-            stored.note_reads(reads)
-            return stored.answer(), True
-        if refused is not None:
-            raise refused
-        raise ConflictError(Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn)
 
     @contextmanager
     def unit_of_work(
@@ -509,60 +423,9 @@ class Service:
         # A job's or consumer's unit of work has no entry handler: what it dispatches is.
         plan = self.plan_of(handler)
         request = parent if parent.entry is not None else parent.with_entry(plan.entry)
-        stored = self._hold(request.conn, key, replay)
-        if stored is not None:
-            stored.note_reads(request.reads)
-            return stored.answer()
-        if key is not None and redaction.current() is None:
-            # Its refusal is kept: what the nested write reveals is kept out of it.
-            with redaction.revealing():
-                return self._run_savepoint(request, plan, model, user, key, replay)
-        return self._run_savepoint(request, plan, model, user, key, replay)
-
-    def _run_savepoint(
-        self,
-        request: Request,
-        plan: WritePlan,
-        model: pydantic.BaseModel,
-        user: SessionUser,
-        key: idempotency.IdempotencyKey | None,
-        replay: idempotency.Replay | None,
-    ) -> Any:
-        mark = request.mark()
-        savepoint = request.conn.begin_nested()
-        try:
-            result = self._run_write(request, plan, model, user)
-            if key is not None:
-                outcome = idempotency.Outcome.of_result(result, request.reads)
-                if not idempotency.keep(
-                    request.conn, self.tables, key, outcome, self.idempotency_ttl
-                ):
-                    raise _Undo
-                result = outcome.answer()
-        except _Undo:
-            savepoint.rollback()
-            request.undo_to(mark)
-            assert key is not None
-            answer = self._hold(request.conn, key, replay)
-            if answer is None:
-                raise ConflictError(
-                    Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
-                ) from None
-            answer.note_reads(request.reads)
-            return answer.answer()
-        except BaseException as error:
-            savepoint.rollback()
-            request.undo_to(mark)
-            if (
-                key is not None
-                and isinstance(error, AsanohaError)
-                and idempotency.is_storable(error)
-            ):
-                outcome = idempotency.Outcome.of_error(error)
-                idempotency.keep(request.conn, self.tables, key, outcome, self.idempotency_ttl)
-            raise
-        savepoint.commit()
-        return result
+        return self.keyed.run_nested(
+            request, key, replay, lambda: self._run_write(request, plan, model, user)
+        )
 
     def _run_write(
         self, request: Request, plan: WritePlan, model: pydantic.BaseModel, user: SessionUser
@@ -695,108 +558,6 @@ class Service:
         entity_def = self.entity_def(name, feature=feature, caller=caller)
         return EntityExecutor(self, request.conn, entity_def, user, request, caller)
 
-    def append_domain_event(
-        self,
-        request: Request,
-        user: SessionUser,
-        handler: HandlerDef,
-        event: EventDef | str,
-        payload: Any,
-        *,
-        stream_id: str,
-        stream_type: str | None,
-        expected_version: int | None,
-    ) -> StoredEvent:
-        """Append a declared domain event (see ``WriteContext.append_event``).
-
-        A handler appends only its own feature's domain events; entity events come from the
-        entity executor alone (403 ``event_append_denied``). On an entity's stream the event
-        also moves the row's version, under the row's lock like every entity write.
-        """
-        qn = event.qn if isinstance(event, EventDef) else event
-        gates.check_write_allowed(request, "append_event", qn)
-        declared = self.registry.event(qn)
-        if declared is None:
-            raise LookupError(f"{handler.qn}: event {qn!r} is not declared; use feature.event(...)")
-        if declared.feature != handler.feature or entity_of_event(self.registry, qn) is not None:
-            raise AccessDeniedError(
-                Reasons.EVENT_APPEND_DENIED, handler=handler.qn, event=qn, feature=handler.feature
-            )
-        if declared.model is not None:
-            body = validate_payload(declared.model, payload, handler.qn).model_dump(mode="json")
-        elif isinstance(payload, dict):
-            body = payload
-        else:
-            raise invalid_field(handler.qn, "$", "dict_type", "an event payload is a JSON object")
-        conn = request.conn
-        if declared.pii != "none":
-            # Values only: an optional personal field left empty stores nothing personal.
-            carried = [name for name, value in body.items() if value is not None]
-            gates.check_public_intake(request, declared.pii, carried, event=qn)
-            body = seal_event_payload(
-                self.personal.vault(conn), declared, user.tenant_id, stream_id, body
-            )
-        entity_def = stream_entity(conn, self.tables, self.registry, user.tenant_id, stream_id)
-        self._check_stream_type(handler, entity_def, stream_id, stream_type)
-        expected = expected_version
-        if entity_def is not None:
-            # The stream is the entity's: the event takes its stream type (a rebuild replays
-            # it), and the row lock comes first, as in the executor, so that concurrent
-            # writers of the stream queue instead of deadlocking.
-            stream_type = entity_def.key
-            locked = lock_entity_row(conn, self.tables, entity_def, user.tenant_id, stream_id)
-            ownership.check_stream_owned(
-                conn, self.tables, self.owner_rules, entity_def, user, stream_id
-            )
-            if expected is None and locked is not None:
-                expected = locked
-        if expected is None:
-            expected = stream_version(conn, self.tables, user.tenant_id, stream_id)
-        stored = append_event(
-            conn,
-            self.database.backend,
-            self.tables,
-            tenant_id=user.tenant_id,
-            stream_id=stream_id,
-            stream_type=stream_type or declared.feature,
-            expected_version=expected,
-            type=qn,
-            payload=body,
-            metadata=self.event_metadata(request, user, handler.qn),
-            created_by=user.id,
-            schema_version=declared.schema_version,
-        )
-        if entity_def is not None:
-            apply_entity_event(conn, self.tables, entity_def, stored)
-        request.appended.append(stored)
-        return stored
-
-    def _check_stream_type(
-        self,
-        handler: HandlerDef,
-        entity_def: EntityDef | None,
-        stream_id: str,
-        stream_type: str | None,
-    ) -> None:
-        """An entity's stream type is reserved for the streams its executor opened."""
-        if stream_type is None:
-            return
-        if entity_def is not None and stream_type != entity_def.key:
-            raise invalid_field(
-                handler.qn,
-                "stream_type",
-                "entity_stream",
-                f"stream {stream_id} belongs to entity {entity_def.key}; leave stream_type out",
-            )
-        if entity_def is None and self.registry.find_entity(stream_type) is not None:
-            raise invalid_field(
-                handler.qn,
-                "stream_type",
-                "entity_stream_type",
-                f"{stream_type!r} is the stream type of an entity, whose streams only its "
-                "executor opens; name a stream type of your own",
-            )
-
     def enqueue_job(
         self,
         job_qn: str,
@@ -900,24 +661,6 @@ class Service:
         self._commit_listeners.append(listener)
 
     # -- pieces -----------------------------------------------------------------------------
-
-    def event_metadata(
-        self, request: Request | None, user: SessionUser, handler_qn: str
-    ) -> dict[str, Any]:
-        """What an event records about who wrote it, through which handler, for which request."""
-        meta = request.meta if request else RequestMeta()
-        return {
-            "user_id": user.id,
-            "tenant_id": user.tenant_id,
-            "handler": handler_qn,
-            "entry_handler": request.entry.qn if request and request.entry else None,
-            "origin": request.origin.to_header() if request else None,
-            "request_id": meta.request_id or (request.request_id if request else None),
-            "correlation_id": meta.correlation_id,
-            "causation_id": meta.causation_id,
-            # The trace of the write, which the consumers delivering the event join.
-            **telemetry.trace_headers(),
-        }
 
     def _admit(
         self, qn: str, kind: str, payload: Any, user: SessionUser

@@ -35,6 +35,7 @@ from asanoha.platform.personal.blind_index import (
 )
 from asanoha.platform.personal.vault import Vault
 from asanoha.platform.service import erasure, field_access, gates, ownership, provenance
+from asanoha.platform.service.event_metadata import event_metadata
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, keyset
@@ -730,7 +731,7 @@ class EntityExecutor(EntityReader):
                 expected_version=expected,
                 type=self.entity_def.event_qn(verb),
                 payload=payload,
-                metadata=self._service.event_metadata(self._request, self._user, self._handler_qn),
+                metadata=event_metadata(self._request, self._user, self._handler_qn),
                 created_by=self._user.id,
                 schema_version=self.entity_def.entity.version,
                 new_keys=self._vault.take_new_keys() if personal else (),

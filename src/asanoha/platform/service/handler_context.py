@@ -153,7 +153,7 @@ class WriteContext(QueryContext):
         expected_version: int | None = None,
     ) -> StoredEvent:
         """Append a declared domain event to a stream in this transaction."""
-        return self._service.append_domain_event(
+        return self._service.domain_events.append(
             self._request,
             self.user,
             self.handler,
