@@ -209,8 +209,9 @@ def retry_failed_job(
 
 
 def prune_job_rows(conn: Connection, tables: Tables, older_than_days: float) -> int:
-    """Delete finished job rows (and run rows) that ended more than ``older_than_days`` ago;
-    return how many job rows went. Beat runs it hourly with ``ASANOHA_JOB_RETENTION_DAYS``."""
+    """Delete finished job rows (and run rows) that ended more than ``older_than_days`` ago,
+    but the boot jobs' records (see ``outbox.prune_finished``); return how many job rows
+    went. Beat runs it hourly with ``ASANOHA_JOB_RETENTION_DAYS``."""
     before = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
     return prune_finished(conn, tables, before)
 
