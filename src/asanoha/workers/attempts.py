@@ -29,10 +29,10 @@ from asanoha.platform.service.outbox import (
     CANCELLED,
     FAILED,
     PENDING,
-    RELAY_GRACE,
     RUNNING,
     SUCCEEDED,
     mark_published,
+    relay_time,
 )
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
@@ -395,7 +395,7 @@ class AttemptRunner:
         by_broker = countdown <= broker_countdown_limit(job, self._settings)
         # Published here: the relay leaves it alone unless this process dies before marking
         # it published. Held in the database: the relay publishes it when it is due.
-        relay_after = not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
+        relay_after = relay_time(not_before, by_broker=by_broker)
         spent = status not in ("snoozed", "rate_limited")
         end = AttemptEnd(
             status,

@@ -20,12 +20,12 @@ from asanoha.platform.model import Registry
 from asanoha.platform.service.outbox import (
     FAILED,
     PENDING,
-    RELAY_GRACE,
     RUNNING,
     SUCCEEDED,
     OutboxMessage,
     cancel_job_row,
     prune_finished,
+    relay_time,
 )
 from asanoha.platform.service.request import Request
 from asanoha.platform.store import Tables
@@ -174,7 +174,6 @@ def retry_failed_job(
         # row would wait for ever (its message is dropped as an unregistered task).
         raise NotFoundError(Reasons.JOB_NOT_FOUND, job=found.job_qn, id=str(job_id))
     now = dt.datetime.now(dt.UTC)
-    relay_after = now + dt.timedelta(seconds=RELAY_GRACE) if publish else now
     request.conn.execute(
         update(outbox)
         .where(outbox.c.id == job_id, outbox.c.state == FAILED)
@@ -182,7 +181,7 @@ def retry_failed_job(
             state=PENDING,
             attempt=0,
             not_before=now,
-            relay_after=relay_after,
+            relay_after=relay_time(now, by_broker=publish),
             published_at=None,
             started_at=None,
             finished_at=None,
