@@ -95,6 +95,7 @@ class AttemptRunner:
             and claim.state == PENDING
             and claim.attempt < attempt
             and not claim.waiting
+            and not claim.early
         ):
             # Its job is paused: the row waits, unpublished. A resume between the claim and
             # this park found the row still published and left it: so claim once more.
@@ -107,6 +108,12 @@ class AttemptRunner:
                 log.error("%s %s: no job row; refused", job.qn, row_id)
             elif claim.state == RUNNING and claim.attempt == attempt:
                 self._judge_running(job, row_id, claim, redelivered=redelivered)
+            elif claim.early:
+                # Its attempt may not start yet (a snooze, a backoff): this is a copy of its
+                # message (delivered again, published twice, a look again). The message of
+                # its time, or the relay then, runs it (the claim left the row to the relay).
+                log.info("%s %s attempt %d: not due yet; acknowledged without running",
+                         job.qn, row_id, attempt)  # fmt: skip
             elif claim.state == PENDING and claim.attempt < attempt:
                 # Its job is paused, or its key is busy: it waits, unpublished, holding no
                 # worker and spending no attempt, until woken or looked at again (a claim
