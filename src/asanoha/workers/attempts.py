@@ -133,11 +133,21 @@ class AttemptRunner:
         except MissingTenantError as exc:
             self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, str(exc)))
             raise
-        if job.rate_limit is not None and self._service.rate_limiter is not None:
-            wait = self._service.rate_limiter.wait_for_job(
-                job.qn, job.rate_limit, meta.tenant_id, meta.triggered_by
-            )
-            if wait > 0:
+        # What the attempt logs and the error it fails with are stored without the personal
+        # values it was given or read (see ``personal.redaction``).
+        with redaction.revealing():
+            try:
+                wait = self._rate_limit_wait(job, meta)
+                start = None if wait > 0 else self._start(job, row_id, attempt, claim, meta)
+            except Exception as exc:
+                # Whatever fails between the claim and the job's code (the rate limiter, the
+                # key service opening its payload) ends the attempt as an error of the job
+                # would: a retry or the job's failure. Else the row would stay running, its
+                # message acknowledged, until the relay ends it as lost a visibility
+                # timeout later.
+                self._failed(task, job, row_id, attempt, meta.tenant_id, claim, exc)
+                raise
+            if start is None:
                 # Over its limit: the attempt waits for room in the window, not spent.
                 self._schedule_next(
                     job, row_id, meta.tenant_id, attempt, claim, None, wait,
@@ -146,15 +156,21 @@ class AttemptRunner:
                 log.info("%s %s attempt %d: over its rate limit; runs in %.1f s", job.qn,
                          row_id, attempt, wait)  # fmt: skip
                 return
-        # What the attempt logs and the error it fails with are stored without the personal
-        # values it was given or read (see ``personal.redaction``).
-        with redaction.revealing():
-            self._attempt(task, job, row_id, attempt, claim, meta)
+            ctx, payload = start
+            self._attempt(task, job, row_id, claim, ctx, payload)
 
-    def _attempt(
-        self, task: Task, job: JobDef, row_id: uuid.UUID, attempt: int, claim: Claim, meta: JobMeta
-    ) -> None:
-        """Run the claimed ``attempt`` and end it on the row."""
+    def _rate_limit_wait(self, job: JobDef, meta: JobMeta) -> float:
+        """Seconds the attempt must wait for room in its job's rate limit (0: none)."""
+        if job.rate_limit is None or self._service.rate_limiter is None:
+            return 0.0
+        return self._service.rate_limiter.wait_for_job(
+            job.qn, job.rate_limit, meta.tenant_id, meta.triggered_by
+        )
+
+    def _start(
+        self, job: JobDef, row_id: uuid.UUID, attempt: int, claim: Claim, meta: JobMeta
+    ) -> tuple[JobContext, dict[str, Any]]:
+        """The context of the claimed ``attempt`` and the payload the job runs on."""
         # Personal values are stored sealed: the job gets them opened (or FORGOTTEN).
         personal, engine = self._service.personal, self._service.database.engine
         ctx = JobContext(
@@ -166,26 +182,41 @@ class AttemptRunner:
             trigger_result=personal.reveal_detached(engine, claim.trigger_result),
         )
         bind_attempt_log_fields(ctx)
+        payload: dict[str, Any] = personal.reveal_detached(engine, claim.payload)
+        return ctx, payload
+
+    def _attempt(
+        self,
+        task: Task,
+        job: JobDef,
+        row_id: uuid.UUID,
+        claim: Claim,
+        ctx: JobContext,
+        payload: dict[str, Any],
+    ) -> None:
+        """Run the claimed attempt of ``ctx`` and end it on the row."""
         try:
-            returned = self._call(job, personal.reveal_detached(engine, claim.payload), ctx)
+            returned = self._call(job, payload, ctx)
         except JobCancelled as exc:
             end = AttemptEnd("cancelled", CANCELLED, _error_text(exc), logs=ctx.log.kept())
-            self._end(job, row_id, meta.tenant_id, attempt, claim, end)
-            log.info("%s %s attempt %d: cancelled", job.qn, row_id, attempt)
+            self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            log.info("%s %s attempt %d: cancelled", job.qn, row_id, ctx.attempt)
             return
         except Snooze as snooze:
             returned = snooze
         except Exception as exc:
-            self._failed(task, job, row_id, ctx, claim, exc)
+            self._failed(
+                task, job, row_id, ctx.attempt, ctx.tenant_id, claim, exc, logs=ctx.log.kept()
+            )
             raise
         if isinstance(returned, Snooze):
             self._schedule_next(
-                job, row_id, meta.tenant_id, attempt, claim, None, returned.seconds,
+                job, row_id, ctx.tenant_id, ctx.attempt, claim, None, returned.seconds,
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
         end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
-        self._end(job, row_id, meta.tenant_id, attempt, claim, end)
+        self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
 
     def _claim(self, job: JobDef, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
         try:
@@ -216,21 +247,22 @@ class AttemptRunner:
         task: Task,
         job: JobDef,
         row_id: uuid.UUID,
-        ctx: JobContext,
+        attempt: int,
+        tenant_id: str,
         claim: Claim,
         exc: Exception,
+        *,
+        logs: str | None = None,
     ) -> None:
-        """End a failed attempt: a retry on the row, or the job's failure. Raises ``Retry``
-        for a retry so Flower shows the attempt as retried."""
+        """End ``attempt``, failed with ``exc``: a retry on the row, or the job's failure.
+        Raises ``Retry`` for a retry so Flower shows the attempt as retried."""
         error = _error_text(exc)
-        logs = ctx.log.kept()
-        if ctx.final_attempt or not is_retryable(job, exc):
+        # Final as ``JobContext.final_attempt`` says: no retry left.
+        if attempt > job.retries or not is_retryable(job, exc):
             end = AttemptEnd("failed", FAILED, error, logs=logs)
-            self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            self._end(job, row_id, tenant_id, attempt, claim, end)
             return
-        countdown = self._schedule_retry(
-            job, row_id, ctx.tenant_id, ctx.attempt, claim, error, logs=logs
-        )
+        countdown = self._schedule_retry(job, row_id, tenant_id, attempt, claim, error, logs=logs)
         raise Retry(exc=exc, when=countdown) from exc
 
     def _judge_running(
