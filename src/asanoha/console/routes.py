@@ -245,6 +245,8 @@ class Console:
             wanted=wanted,
             limits=JOB_ROWS,
             known_jobs=known,
+            # The run form offers what ``job-admin:write:run`` takes: jobs declared manual.
+            manual_jobs=sorted(job.qn for job in self.parts.registry.jobs if job.manual),
         )
 
     async def job(self, request: Request, session: Session) -> Response:

@@ -166,8 +166,10 @@ class RunJob(BaseModel):
     access=SYSTEM_ADMINS,
     agent=Agent(risk="mid"),
     description=(
-        "Run a job by hand as the caller, after a delay or at a time; the payload is "
-        "validated against the job's schema (400 validation_error with the field errors)."
+        "Run a job declared manual=True by hand as the caller, after a delay or at a time; "
+        "the payload is validated against the job's schema (400 validation_error with the "
+        "field errors). Any other job answers 422 job_not_manual (a failed run of it may be "
+        "retried)."
     ),
 )
 def run(payload: RunJob, ctx: WriteContext) -> dict[str, Any]:

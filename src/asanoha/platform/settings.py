@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     #: that far behind.
     unclaimed_alert_seconds: float = Field(default=300.0, gt=0)
     #: Days a finished job row and its run rows are kept before the bundled prune job
-    #: deletes them.
+    #: deletes them (a boot job's row is kept: it records that its release ran the job).
     job_retention_days: float = 7.0
     #: Signs and checks bearer tokens. Several, separated by commas, while a secret is
     #: rotated: the first signs, every one is accepted.

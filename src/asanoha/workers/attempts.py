@@ -29,10 +29,10 @@ from asanoha.platform.service.outbox import (
     CANCELLED,
     FAILED,
     PENDING,
-    RELAY_GRACE,
     RUNNING,
     SUCCEEDED,
     mark_published,
+    relay_time,
 )
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
@@ -95,6 +95,7 @@ class AttemptRunner:
             and claim.state == PENDING
             and claim.attempt < attempt
             and not claim.waiting
+            and not claim.early
         ):
             # Its job is paused: the row waits, unpublished. A resume between the claim and
             # this park found the row still published and left it: so claim once more.
@@ -107,6 +108,12 @@ class AttemptRunner:
                 log.error("%s %s: no job row; refused", job.qn, row_id)
             elif claim.state == RUNNING and claim.attempt == attempt:
                 self._judge_running(job, row_id, claim, redelivered=redelivered)
+            elif claim.early:
+                # Its attempt may not start yet (a snooze, a backoff): this is a copy of its
+                # message (delivered again, published twice, a look again). The message of
+                # its time, or the relay then, runs it (the claim left the row to the relay).
+                log.info("%s %s attempt %d: not due yet; acknowledged without running",
+                         job.qn, row_id, attempt)  # fmt: skip
             elif claim.state == PENDING and claim.attempt < attempt:
                 # Its job is paused, or its key is busy: it waits, unpublished, holding no
                 # worker and spending no attempt, until woken or looked at again (a claim
@@ -126,11 +133,21 @@ class AttemptRunner:
         except MissingTenantError as exc:
             self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, str(exc)))
             raise
-        if job.rate_limit is not None and self._service.rate_limiter is not None:
-            wait = self._service.rate_limiter.wait_for_job(
-                job.qn, job.rate_limit, meta.tenant_id, meta.triggered_by
-            )
-            if wait > 0:
+        # What the attempt logs and the error it fails with are stored without the personal
+        # values it was given or read (see ``personal.redaction``).
+        with redaction.revealing():
+            try:
+                wait = self._rate_limit_wait(job, meta)
+                start = None if wait > 0 else self._start(job, row_id, attempt, claim, meta)
+            except Exception as exc:
+                # Whatever fails between the claim and the job's code (the rate limiter, the
+                # key service opening its payload) ends the attempt as an error of the job
+                # would: a retry or the job's failure. Else the row would stay running, its
+                # message acknowledged, until the relay ends it as lost a visibility
+                # timeout later.
+                self._failed(task, job, row_id, attempt, meta.tenant_id, claim, exc)
+                raise
+            if start is None:
                 # Over its limit: the attempt waits for room in the window, not spent.
                 self._schedule_next(
                     job, row_id, meta.tenant_id, attempt, claim, None, wait,
@@ -139,15 +156,21 @@ class AttemptRunner:
                 log.info("%s %s attempt %d: over its rate limit; runs in %.1f s", job.qn,
                          row_id, attempt, wait)  # fmt: skip
                 return
-        # What the attempt logs and the error it fails with are stored without the personal
-        # values it was given or read (see ``personal.redaction``).
-        with redaction.revealing():
-            self._attempt(task, job, row_id, attempt, claim, meta)
+            ctx, payload = start
+            self._attempt(task, job, row_id, claim, ctx, payload)
 
-    def _attempt(
-        self, task: Task, job: JobDef, row_id: uuid.UUID, attempt: int, claim: Claim, meta: JobMeta
-    ) -> None:
-        """Run the claimed ``attempt`` and end it on the row."""
+    def _rate_limit_wait(self, job: JobDef, meta: JobMeta) -> float:
+        """Seconds the attempt must wait for room in its job's rate limit (0: none)."""
+        if job.rate_limit is None or self._service.rate_limiter is None:
+            return 0.0
+        return self._service.rate_limiter.wait_for_job(
+            job.qn, job.rate_limit, meta.tenant_id, meta.triggered_by
+        )
+
+    def _start(
+        self, job: JobDef, row_id: uuid.UUID, attempt: int, claim: Claim, meta: JobMeta
+    ) -> tuple[JobContext, dict[str, Any]]:
+        """The context of the claimed ``attempt`` and the payload the job runs on."""
         # Personal values are stored sealed: the job gets them opened (or FORGOTTEN).
         personal, engine = self._service.personal, self._service.database.engine
         ctx = JobContext(
@@ -159,26 +182,41 @@ class AttemptRunner:
             trigger_result=personal.reveal_detached(engine, claim.trigger_result),
         )
         bind_attempt_log_fields(ctx)
+        payload: dict[str, Any] = personal.reveal_detached(engine, claim.payload)
+        return ctx, payload
+
+    def _attempt(
+        self,
+        task: Task,
+        job: JobDef,
+        row_id: uuid.UUID,
+        claim: Claim,
+        ctx: JobContext,
+        payload: dict[str, Any],
+    ) -> None:
+        """Run the claimed attempt of ``ctx`` and end it on the row."""
         try:
-            returned = self._call(job, personal.reveal_detached(engine, claim.payload), ctx)
+            returned = self._call(job, payload, ctx)
         except JobCancelled as exc:
             end = AttemptEnd("cancelled", CANCELLED, _error_text(exc), logs=ctx.log.kept())
-            self._end(job, row_id, meta.tenant_id, attempt, claim, end)
-            log.info("%s %s attempt %d: cancelled", job.qn, row_id, attempt)
+            self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            log.info("%s %s attempt %d: cancelled", job.qn, row_id, ctx.attempt)
             return
         except Snooze as snooze:
             returned = snooze
         except Exception as exc:
-            self._failed(task, job, row_id, ctx, claim, exc)
+            self._failed(
+                task, job, row_id, ctx.attempt, ctx.tenant_id, claim, exc, logs=ctx.log.kept()
+            )
             raise
         if isinstance(returned, Snooze):
             self._schedule_next(
-                job, row_id, meta.tenant_id, attempt, claim, None, returned.seconds,
+                job, row_id, ctx.tenant_id, ctx.attempt, claim, None, returned.seconds,
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
         end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
-        self._end(job, row_id, meta.tenant_id, attempt, claim, end)
+        self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
 
     def _claim(self, job: JobDef, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
         try:
@@ -209,21 +247,22 @@ class AttemptRunner:
         task: Task,
         job: JobDef,
         row_id: uuid.UUID,
-        ctx: JobContext,
+        attempt: int,
+        tenant_id: str,
         claim: Claim,
         exc: Exception,
+        *,
+        logs: str | None = None,
     ) -> None:
-        """End a failed attempt: a retry on the row, or the job's failure. Raises ``Retry``
-        for a retry so Flower shows the attempt as retried."""
+        """End ``attempt``, failed with ``exc``: a retry on the row, or the job's failure.
+        Raises ``Retry`` for a retry so Flower shows the attempt as retried."""
         error = _error_text(exc)
-        logs = ctx.log.kept()
-        if ctx.final_attempt or not is_retryable(job, exc):
+        # Final as ``JobContext.final_attempt`` says: no retry left.
+        if attempt > job.retries or not is_retryable(job, exc):
             end = AttemptEnd("failed", FAILED, error, logs=logs)
-            self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            self._end(job, row_id, tenant_id, attempt, claim, end)
             return
-        countdown = self._schedule_retry(
-            job, row_id, ctx.tenant_id, ctx.attempt, claim, error, logs=logs
-        )
+        countdown = self._schedule_retry(job, row_id, tenant_id, attempt, claim, error, logs=logs)
         raise Retry(exc=exc, when=countdown) from exc
 
     def _judge_running(
@@ -395,7 +434,7 @@ class AttemptRunner:
         by_broker = countdown <= broker_countdown_limit(job, self._settings)
         # Published here: the relay leaves it alone unless this process dies before marking
         # it published. Held in the database: the relay publishes it when it is due.
-        relay_after = not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
+        relay_after = relay_time(not_before, by_broker=by_broker)
         spent = status not in ("snoozed", "rate_limited")
         end = AttemptEnd(
             status,

@@ -2,7 +2,8 @@
 
 Every worker's main process enqueues them when it is ready; the row's idempotency key is
 (job, release), so however many workers start at once, and however often they restart,
-each release runs each boot job once.
+each release runs each boot job once. The prune keeps those rows (see
+``outbox.prune_finished``): they are the record that the release ran its boot jobs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 
 from asanoha.platform.model import Registry, SessionUser
 from asanoha.platform.service import Service
+from asanoha.platform.service.outbox import boot_key
 from asanoha.platform.settings import Settings
 from asanoha.workers.cron_tasks import enqueue_once
 
@@ -38,11 +40,6 @@ def release_of(registry: Registry, settings: Settings) -> str:
     except importlib.metadata.PackageNotFoundError:
         version = "0"
     return f"{version}+{digest}"
-
-
-def boot_key(job_qn: str, release: str) -> str:
-    """The idempotency key of a boot job's row: one per (job, release)."""
-    return f"{job_qn}@boot:{release}"
 
 
 def enqueue_boot_jobs(service: Service, settings: Settings) -> list[uuid.UUID]:

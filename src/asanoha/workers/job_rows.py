@@ -46,11 +46,25 @@ from sqlalchemy.exc import DBAPIError
 from asanoha.platform.model import JobDef
 from asanoha.platform.service.job_concurrency import lock_keys
 from asanoha.platform.service.job_pauses import lane_target
-from asanoha.platform.service.outbox import CANCELLED, FAILED, PENDING, RELAY_GRACE, RUNNING
+from asanoha.platform.service.outbox import (
+    CANCELLED,
+    FAILED,
+    PENDING,
+    RELAY_GRACE,
+    RUNNING,
+    relay_time,
+)
 from asanoha.platform.store import Database, Tables
 
 #: Characters of an error text kept in the job row and its run row.
 MAX_ERROR_LENGTH = 4000
+#: Seconds before its ``not_before`` a row already counts as due for a claim.
+#: ``not_before`` is written with the enqueuing process's clock and compared with the
+#: claiming worker's: a fresh row's message, published at once, can reach a worker whose
+#: clock runs a little behind the enqueuer's before its ``not_before`` on the worker's
+#: clock. Only a copy of a message (a redelivery, a duplicate publish, a look again) comes
+#: any earlier.
+DUE_MARGIN = 1.0
 
 RunStatus = Literal[
     "succeeded", "failed", "retrying", "crashed", "cancelled", "snoozed", "rate_limited"
@@ -67,7 +81,7 @@ def new_claim_token() -> str:
     return secrets.token_hex(16)
 
 
-def _once_more_after_disconnect(write: Callable[[], T]) -> T:
+def once_more_after_disconnect(write: Callable[[], T]) -> T:
     """Run ``write``; again once if its pooled connection had died (database restarted):
     SQLAlchemy invalidates such a connection, and the next checkout opens a new one.
     ``write`` must be idempotent (the first try may have committed before the connection
@@ -135,6 +149,9 @@ class Unclaimed:
     token: str = ""
     #: The claim left the row waiting itself, under its keys' locks: no ``park`` follows.
     waiting: bool = False
+    #: The row waits for a later attempt time (``not_before``): this delivery came before
+    #: it. The claim left the row to the relay for that time; nothing more to do.
+    early: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +235,26 @@ class JobRows:
             outbox.c.headers,
             outbox.c.started_at,
             outbox.c.claim_token,
+            outbox.c.not_before,
+            outbox.c.published_at,
         ).where(outbox.c.id == bindparam("row_id"))
+        # A delivery that came before the row's time leaves a published row to the relay
+        # from then on: the message that was published (held by the broker until then)
+        # claims it first; should this delivery have been that message after all (its
+        # sender's clock ahead of this worker's by more than ``DUE_MARGIN``), the relay
+        # sends the row when due instead of the row waiting, published, for a message
+        # nobody holds. An unpublished row needs nothing: its relay time is its time.
+        self._leave_until_due = (
+            update(outbox)
+            .where(
+                outbox.c.id == bindparam("row_id"),
+                outbox.c.state == PENDING,
+                outbox.c.attempt == bindparam("leave_attempt"),
+                outbox.c.not_before > bindparam("leave_due_by"),
+                outbox.c.published_at.is_not(None),
+            )
+            .values(published_at=None, relay_after=bindparam("leave_relay_after"))
+        )
         # The end holds only the claim it ends: after an operator's retry the attempt
         # numbers start again, and a late end of the earlier run (its worker lost, then
         # back) must not end the new attempt of the same number.
@@ -344,9 +380,9 @@ class JobRows:
         return self._claim_statement(room)
 
     def _claim_statement(self, room: list[Any]) -> Update:
-        """The claim: the row pending at an earlier attempt with ``room`` for it (its job not
-        paused, its keys' limits), or already claimed by this very claim (sent again after
-        its reply was lost)."""
+        """The claim: the row pending at an earlier attempt, due (its ``not_before`` come),
+        with ``room`` for it (its job not paused, its keys' limits), or already claimed by
+        this very claim (sent again after its reply was lost)."""
         outbox = self._tables.outbox
         return (
             update(outbox)
@@ -356,6 +392,9 @@ class JobRows:
                     and_(
                         outbox.c.state == PENDING,
                         outbox.c.attempt < bindparam("claim_attempt"),
+                        # Due: a snoozed attempt is pending at the same attempt, so the
+                        # attempt number alone lets an early copy of its message run it.
+                        outbox.c.not_before <= bindparam("claim_due_by"),
                         *room,
                     ),
                     and_(
@@ -395,21 +434,23 @@ class JobRows:
     ) -> Claim | Unclaimed:
         """Claim ``attempt`` of the job row ``row_id``: it runs only if this returns a ``Claim``.
 
-        The row must be pending with an earlier attempt, its job and ``lane`` not paused,
-        and its key within ``limit`` (its job's ``sequential`` and ``max_per_tenant``), or
-        running at this attempt under ``token`` (this delivery's claim, sent again; a new
-        token by default); anything else (finished, running for another delivery, a later
-        attempt, waiting for a pause or a busy key, no row) is returned as ``Unclaimed``
-        for the caller to judge.
+        The row must be pending with an earlier attempt, due (its ``not_before`` come,
+        within ``DUE_MARGIN``), its job and ``lane`` not paused, and its key within
+        ``limit`` (its job's ``sequential`` and ``max_per_tenant``), or running at this
+        attempt under ``token`` (this delivery's claim, sent again; a new token by
+        default); anything else (finished, running for another delivery, a later attempt,
+        not due yet, waiting for a pause or a busy key, no row) is returned as
+        ``Unclaimed`` for the caller to judge. A row not due yet is left to the relay for
+        its time (``early``).
         """
         token = token or new_claim_token()
         started = dt.datetime.now(dt.UTC)
         if limit is not None:
             held = limit
-            return _once_more_after_disconnect(
+            return once_more_after_disconnect(
                 lambda: self._claim_limited(row_id, attempt, token, started, lane, held)
             )
-        return _once_more_after_disconnect(
+        return once_more_after_disconnect(
             lambda: self._claim_once(row_id, attempt, token, started, lane)
         )
 
@@ -442,6 +483,7 @@ class JobRows:
                 "row_id": row_id,
                 "claim_attempt": attempt,
                 "claim_started": started,
+                "claim_due_by": due_by(started),
                 "claim_token": token,
                 "claim_lane": lane_target(lane),
                 "limit_key": key,
@@ -452,8 +494,9 @@ class JobRows:
             row = conn.execute(claim, values).first()
             if row is not None:
                 return _claim_of(row, started, token)
-            unclaimed = _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
-            if unclaimed.state != PENDING or unclaimed.attempt >= attempt:
+            found = conn.execute(self._look, {"row_id": row_id}).first()
+            unclaimed = self._judge_unclaimed(conn.execute, row_id, found, attempt, started)
+            if unclaimed.state != PENDING or unclaimed.attempt >= attempt or unclaimed.early:
                 return unclaimed
             conn.execute(self._park, self._park_values(row_id, unclaimed.attempt))
             return dataclasses.replace(unclaimed, token=WAITING_TOKEN, waiting=True)
@@ -468,6 +511,7 @@ class JobRows:
                     "row_id": row_id,
                     "claim_attempt": attempt,
                     "claim_started": started,
+                    "claim_due_by": due_by(started),
                     "claim_token": token,
                     "claim_lane": lane_target(lane),
                 },
@@ -475,7 +519,39 @@ class JobRows:
             if row is not None:
                 return _claim_of(row, started, token)
             found = conn.execute(self._look, {"row_id": row_id}).first()
-        return _unclaimed(found)
+            return self._judge_unclaimed(conn.execute, row_id, found, attempt, started)
+
+    def _judge_unclaimed(
+        self,
+        execute: Callable[[Any, Mapping[str, Any]], Any],
+        row_id: uuid.UUID,
+        found: Any,
+        attempt: int,
+        started: dt.datetime,
+    ) -> Unclaimed:
+        """The ``Unclaimed`` of a claim of ``attempt`` made at ``started`` that found the
+        row ``found`` (its look, ``None``: no row); a row not due yet is left to the relay
+        for its time (``_leave_until_due``, sent through ``execute``)."""
+        unclaimed = _unclaimed(found)
+        not_before = _utc(found.not_before) if found is not None else None
+        if (
+            unclaimed.state != PENDING
+            or unclaimed.attempt >= attempt
+            or not_before is None
+            or not_before <= due_by(started)
+        ):
+            return unclaimed
+        if found.published_at is not None:
+            execute(
+                self._leave_until_due,
+                {
+                    "row_id": row_id,
+                    "leave_attempt": unclaimed.attempt,
+                    "leave_due_by": due_by(started),
+                    "leave_relay_after": relay_time(not_before, by_broker=True),
+                },
+            )
+        return dataclasses.replace(unclaimed, early=True)
 
     def look(self, row_id: uuid.UUID) -> Unclaimed:
         """The job row ``row_id`` as it stands, claimed by no one (``state`` ``missing``: no
@@ -485,7 +561,7 @@ class JobRows:
             with self._engine.connect() as conn:
                 return _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
 
-        return _once_more_after_disconnect(read)
+        return once_more_after_disconnect(read)
 
     @contextlib.contextmanager
     def _claim_connection(self) -> Iterator[Connection]:
@@ -514,7 +590,7 @@ class JobRows:
         token: sent again after a committed end, it returns ``True`` and writes nothing.
         """
         finished = dt.datetime.now(dt.UTC)
-        return _once_more_after_disconnect(
+        return once_more_after_disconnect(
             lambda: self._end_once(row_id, job_qn, tenant_id, attempt, claim, end, finished)
         )
 
@@ -584,7 +660,7 @@ class JobRows:
             with self._engine.begin() as conn:
                 conn.execute(self._park, values)
 
-        _once_more_after_disconnect(write)
+        once_more_after_disconnect(write)
 
     @staticmethod
     def _park_values(row_id: uuid.UUID, row_attempt: int) -> dict[str, Any]:
@@ -622,7 +698,7 @@ class JobRows:
                     )
                 return woken
 
-        return _once_more_after_disconnect(write)
+        return once_more_after_disconnect(write)
 
     def forget_inherited_connections(self, **_: Any) -> None:
         """After a fork: drop connections of the parent (see ``Database``)."""
@@ -672,6 +748,15 @@ def _claim_of(row: Any, started: dt.datetime, token: str) -> Claim:
         token,
         priority=row.priority,
     )
+
+
+def due_by(started: dt.datetime) -> dt.datetime:
+    """The latest ``not_before`` a claim made at ``started`` takes as due."""
+    return started + dt.timedelta(seconds=DUE_MARGIN)
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
 def _unclaimed(found: Any) -> Unclaimed:

@@ -16,8 +16,8 @@ import datetime as dt
 import os
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from sqlalchemy import Engine, create_engine
@@ -33,7 +33,9 @@ from asanoha.workers.job_rows import (
     JobRows,
     JobRowsUnavailable,
     Unclaimed,
+    due_by,
     new_claim_token,
+    once_more_after_disconnect,
 )
 
 T = TypeVar("T")
@@ -49,19 +51,21 @@ class PostgresJobRows(JobRows):
         super().__init__(database, tables)
         outbox, runs = tables.outbox.name, tables.job_runs.name
         pauses = tables.job_pauses.name
-        # Pending at an earlier attempt, or already claimed by this very claim: sent again
-        # after the connection died, it finds its own committed claim by the token.
+        # Pending at an earlier attempt and due, or already claimed by this very claim:
+        # sent again after the connection died, it finds its own committed claim by the
+        # token. (Due: see ``JobRows._claim_statement``.)
         self._claim_sql = (
             f"UPDATE {outbox} SET state = '{RUNNING}', attempt = %(attempt)s, "
             "started_at = %(started)s, claim_token = %(token)s "
             f"WHERE id = %(id)s AND (state = '{PENDING}' AND attempt < %(attempt)s "
+            "AND not_before <= %(due_by)s "
             f"AND NOT EXISTS (SELECT 1 FROM {pauses} WHERE target IN (job_qn, %(lane)s)) "
             f"OR state = '{RUNNING}' AND attempt = %(attempt)s AND claim_token = %(token)s) "
             "RETURNING job_qn, payload, headers, trigger_result, priority"
         )
         self._look_sql = (
-            "SELECT state, attempt, job_qn, headers, started_at, claim_token "
-            f"FROM {outbox} WHERE id = %(id)s"
+            "SELECT state, attempt, job_qn, headers, started_at, claim_token, not_before, "
+            f"published_at FROM {outbox} WHERE id = %(id)s"
         )
         # The run row is inserted whether or not the job row still held the attempt (a
         # redelivery may have judged it crashed meanwhile): the attempt did run. Not when
@@ -133,22 +137,32 @@ class PostgresJobRows(JobRows):
             "id": row_id,
             "attempt": attempt,
             "started": started,
+            "due_by": due_by(started),
             "token": token,
             "lane": lane_target(lane),
         }
 
-        def run(cursor: Any) -> Claim | Unclaimed:
+        def run(cursor: Any) -> Claim | _Look | None:
             cursor.execute(self._claim_sql, params)
             row = cursor.fetchone()
             if row is not None:
                 return Claim(row[0], dict(row[1]), row[2], row[3], started, token, priority=row[4])
             cursor.execute(self._look_sql, params)
             found = cursor.fetchone()
-            if found is None:
-                return Unclaimed("missing", 0)
-            return Unclaimed(found[0], found[1], found[2], found[3], found[4], found[5] or "")
+            return None if found is None else _Look(*found)
 
-        return self._with_cursor(run)
+        claimed = self._with_cursor(run)
+        if isinstance(claimed, Claim):
+            return claimed
+        # Not claimed (a copy of a message, mostly): judged on the row as it was found. The
+        # rare write that judgement may take goes through the application's engine.
+        return once_more_after_disconnect(
+            lambda: self._judge_unclaimed(self._execute, row_id, claimed, attempt, started)
+        )
+
+    def _execute(self, statement: Any, params: Mapping[str, Any]) -> Any:
+        with self._database.begin() as conn:
+            return conn.execute(statement, params)
 
     def end(
         self,
@@ -257,6 +271,19 @@ class PostgresJobRows(JobRows):
             if held in self._held:
                 self._held.remove(held)
         held.connection.invalidate(error)
+
+
+class _Look(NamedTuple):
+    """A job row as a claim that did not take it found it (``_look_sql``)."""
+
+    state: str
+    attempt: int
+    job_qn: str
+    headers: Any
+    started_at: dt.datetime | None
+    claim_token: str | None
+    not_before: dt.datetime
+    published_at: dt.datetime | None
 
 
 class _Held:

@@ -33,6 +33,10 @@ def feature() -> Feature:
     def note(payload: dict[str, Any], ctx: Any) -> None:
         return None
 
+    @jobs.job("tidy", cron="0 * * * *")
+    def tidy(payload: dict[str, Any], ctx: Any) -> None:
+        return None
+
     return jobs
 
 
@@ -65,6 +69,14 @@ def test_cancel_cancels_a_pending_job_and_refuses_a_finished_one(stack):
     assert again.exit_code == 1
     assert "job_not_cancellable" in again.output
     assert jobs("cancel", "not-a-uuid").exit_code == 1
+
+
+def test_run_refuses_a_job_not_declared_manual_and_enqueues_nothing(stack):
+    with stack.nothing_written():
+        refused = jobs("run", "clijobs:job:tidy", "--payload", '{"scope": "all"}')
+    assert refused.exit_code == 1, refused.output
+    assert "job_not_manual" in refused.output
+    assert "manual=True" in refused.output
 
 
 class Report(BaseModel):

@@ -227,3 +227,20 @@ def test_a_page_names_the_bundled_feature_the_application_lacks(asanoha_stack: A
         consumers = client.get("/console/consumers")
     assert "does not include <code>asanoha.handlers.job_admin.feature</code>" in jobs.text
     assert "does not include <code>asanoha.handlers.consumer_admin.feature</code>" in consumers.text
+
+
+def test_the_console_runs_by_hand_only_jobs_declared_manual(
+    browser_client: TestClient, failed_stack: Any
+) -> None:
+    csrf = sign_in(browser_client, failed_stack.app.settings, ADMIN)
+    page = browser_client.get("/console/jobs")
+    run_section = page.text.split("<h2>Run a job now</h2>", 1)[1]
+    assert SEND not in run_section
+    assert "manual=True" in run_section
+    # A form sent all the same: the handler refuses it, and nothing is enqueued.
+    with failed_stack.nothing_written():
+        refused = browser_client.post(
+            "/console/jobs/run", data={"csrf": csrf, "job": SEND, "payload": '{"id": "x"}'}
+        )
+    assert refused.status_code == 200
+    assert "422 job_not_manual" in refused.text

@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import select, update
 
 from asanoha.handlers import job_admin
-from asanoha.platform.model import SessionUser
+from asanoha.platform.errors import UnprocessableError
+from asanoha.platform.model import Feature, SessionUser
 from asanoha.testing import TestUsers
 from asanoha.workers import JobFailedError
 from tests.integration.handlers.flaky import NOTE_CREATE, SEND, Switch, flaky_feature
@@ -154,3 +155,48 @@ def test_a_system_admin_cancels_a_pending_job_and_a_finished_one_answers_conflic
     with stack.nothing_written():
         error = stack.http.write_err("job-admin:write:cancel", {"id": str(row.id)}, elsewhere)
     assert (error.http_status, error.reason) == (404, "job_row_not_found")
+
+
+def triggered_feature() -> Feature:
+    """A job of each trigger: only ``report`` is declared to run by hand."""
+    feature = Feature("triggered")
+    feature.job("on-note", on=NOTE_CREATE)(lambda payload, ctx: None)
+    feature.job("nightly", cron="0 3 * * *")(lambda payload, ctx: None)
+    feature.job("warm", run_on_boot=True)(lambda payload, ctx: None)
+    feature.job("report", manual=True)(lambda payload, ctx: None)
+    return feature
+
+
+NOT_MANUAL = {
+    "triggered:job:on-note": f"on {NOTE_CREATE}",
+    "triggered:job:nightly": "cron 0 3 * * *",
+    "triggered:job:warm": "run_on_boot",
+}
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_running_a_job_not_declared_manual_by_hand_is_refused_and_writes_nothing(
+    asanoha_stack, database
+):
+    stack = asanoha_stack(
+        features=[flaky_feature(Switch()), triggered_feature(), job_admin.feature],
+        database=database,
+    )
+    for job, trigger in NOT_MANUAL.items():
+        with stack.nothing_written():
+            error = stack.http.write_err(
+                "job-admin:write:run", {"job": job, "payload": {"text": "mine"}}, OPERATOR
+            )
+        assert (error.http_status, error.code, error.reason) == (
+            422,
+            "unprocessable",
+            "job_not_manual",
+        )
+        assert error.details == {"job": job, "trigger": trigger}
+        assert "manual=True" in error.message
+        # The same refusal for every entry: app.jobs.run (the CLI and the console's too).
+        with stack.nothing_written(), pytest.raises(UnprocessableError) as refused:
+            stack.app.jobs.run(job, {"text": "mine"})
+        assert refused.value.reason == "job_not_manual"
+    ran = stack.http.write_ok("job-admin:write:run", {"job": "triggered:job:report"}, OPERATOR)
+    assert (ran["job"], ran["state"]) == ("triggered:job:report", "pending")

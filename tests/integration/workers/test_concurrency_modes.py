@@ -261,6 +261,38 @@ def test_a_paused_job_waits_and_drain_names_it_until_resumed(jobs_stack):
     assert summary.succeeded == 3 and summary.paused == {}
 
 
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_a_resume_leaves_rows_whose_time_has_not_come_to_their_time(asanoha_stack, database):
+    feature = Feature("resuming")
+    runs: list[Any] = []
+
+    @feature.job("index", manual=True, concurrency=Concurrency.debounce(1.5, key=["doc"]))
+    def index(payload: dict[str, Any], ctx: Any) -> None:
+        runs.append((payload, time.monotonic()))
+
+    @feature.job("later", manual=True)
+    def later(payload: dict[str, Any], ctx: Any) -> None:
+        runs.append(("later", time.monotonic()))
+
+    stack = asanoha_stack(features=[feature], jobs=True, database=database)
+    stack.app.jobs.pause("worker")
+    debounced = stack.app.jobs.run("resuming:job:index", {"doc": "d", "n": 0})
+    delayed = stack.app.jobs.run("resuming:job:later", {}, delay=3600)
+    stack.app.jobs.resume("worker")
+    # The relay's next pass: neither row is due yet, so neither reaches the broker.
+    assert stack.service.relay_outbox() == 0
+    rows = job_rows(stack)
+    assert all(row.relay_after >= row.not_before for row in rows)
+    assert [row.published_at for row in rows] == [None, None]
+    # The debounce window is still open: the next enqueue collapses into the same row.
+    assert stack.app.jobs.run("resuming:job:index", {"doc": "d", "n": 1}) == debounced
+    last = time.monotonic()
+    stack.app.jobs.cancel(delayed)
+    stack.drain(timeout=30)
+    assert [payload for payload, _ in runs] == [{"doc": "d", "n": 1}]
+    assert runs[0][1] - last >= 1.5
+
+
 def test_pausing_a_lane_pauses_its_jobs(jobs_stack):
     feature = Feature("lanes")
     calls: list[str] = []

@@ -43,8 +43,8 @@ def test_the_prune_deletes_finished_rows_older_than_the_retention(jobs_stack):
     seen: list[Any] = []
     stack = jobs_stack([_feature(seen)], job_retention_days=1)
     for _ in range(2):
-        stack.dispatch_job("clock:job:tick", {})
-    stack.drain()
+        _send(stack, CRON_TASK_NAME, "clock:job:tick")
+        stack.drain()
     old, recent = job_rows(stack)
     long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
     with stack.db.begin() as conn:

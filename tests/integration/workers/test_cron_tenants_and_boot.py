@@ -7,11 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from asanoha import App
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature
-from asanoha.workers.beat import CRON_TASK_NAME
+from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME
 from asanoha.workers.boot_jobs import enqueue_boot_jobs, release_of
 from asanoha.workers.cron_tasks import enqueue_cron_tick
 from asanoha.workers.lanes import queue_name
@@ -138,6 +139,37 @@ def test_a_boot_job_runs_once_per_release(jobs_stack):
     assert seen == ["boot"]
     [row] = job_rows(stack, "startup:job:warm")
     assert row.idempotency_key == "startup:job:warm@boot:r1"
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_a_boot_job_runs_once_per_release_also_after_the_prune(asanoha_stack, database):
+    seen: list[Any] = []
+    stack = asanoha_stack(
+        features=[boot_feature(seen), tenant_feature(seen)],
+        jobs=True,
+        database=database,
+        settings={"release": "r1", "job_retention_days": 1},
+        tenants=lambda: TENANTS,
+    )
+    app = stack.app
+    enqueue_cron_tick(app.service, app.settings, "fanout:job:plain", "2026-05-04T12:00:00+00:00")
+    stack.drain()
+    assert sorted(seen) == ["boot", "plain"]
+    # Both records ended longer ago than the retention, and the hourly prune runs.
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
+    outbox = stack.tables.outbox
+    with stack.db.begin() as conn:
+        conn.execute(update(outbox).values(finished_at=long_ago))
+    queue = queue_name(stack.app.settings.queue_prefix, "worker")
+    stack.app.celery.send_task(PRUNE_TASK_NAME, queue=queue)
+    stack.drain()
+    assert job_rows(stack, "fanout:job:plain") == []
+    # The next worker of the release starts: the record says the release ran it.
+    enqueue_boot_jobs(app.service, app.settings)
+    stack.drain()
+    assert sorted(seen) == ["boot", "plain"]
+    [row] = job_rows(stack)
+    assert (row.state, row.idempotency_key) == ("succeeded", "startup:job:warm@boot:r1")
 
 
 def test_the_default_release_follows_the_definitions(asanoha_stack):

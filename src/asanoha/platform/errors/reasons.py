@@ -60,6 +60,7 @@ class Reasons(StrEnum):
     UNPROCESSABLE = "unprocessable"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_TRANSITION = "invalid_transition"
+    JOB_NOT_MANUAL = "job_not_manual"
     # 429
     RATE_LIMITED = "rate_limited"
     # 500

@@ -173,6 +173,18 @@ class JobDef:
     rate_limit: RateLimit | None = None
 
     @property
+    def triggers(self) -> str:
+        """What starts it, as its declaration says: ``on <qn>``, ``cron <expression>``,
+        ``run_on_boot``, ``manual`` (comma-separated when several)."""
+        declared = [
+            f"on {self.on}" if self.on else "",
+            f"cron {self.cron}" if self.cron else "",
+            "run_on_boot" if self.run_on_boot else "",
+            "manual" if self.manual else "",
+        ]
+        return ", ".join(trigger for trigger in declared if trigger)
+
+    @property
     def keyed(self) -> bool:
         """Whether its rows carry a concurrency key (enqueues look for rows of the key)."""
         return self.concurrency.keyed or self.unique_for is not None

@@ -26,6 +26,7 @@ from asanoha.platform.service.outbox import (
     RUNNING,
     SUCCEEDED,
     OutboxMessage,
+    relay_time,
     write_outbox,
 )
 from asanoha.platform.store import Tables
@@ -156,7 +157,7 @@ def _debounce(
                 headers=message.headers,
                 trigger_result=message.trigger_result,
                 not_before=not_before,
-                relay_after=not_before,
+                relay_after=relay_time(not_before, by_broker=False),
             )
         )
         return Placement(row_id, None)

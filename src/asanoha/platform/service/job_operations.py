@@ -20,12 +20,12 @@ from asanoha.platform.model import Registry
 from asanoha.platform.service.outbox import (
     FAILED,
     PENDING,
-    RELAY_GRACE,
     RUNNING,
     SUCCEEDED,
     OutboxMessage,
     cancel_job_row,
     prune_finished,
+    relay_time,
 )
 from asanoha.platform.service.request import Request
 from asanoha.platform.store import Tables
@@ -174,7 +174,6 @@ def retry_failed_job(
         # row would wait for ever (its message is dropped as an unregistered task).
         raise NotFoundError(Reasons.JOB_NOT_FOUND, job=found.job_qn, id=str(job_id))
     now = dt.datetime.now(dt.UTC)
-    relay_after = now + dt.timedelta(seconds=RELAY_GRACE) if publish else now
     request.conn.execute(
         update(outbox)
         .where(outbox.c.id == job_id, outbox.c.state == FAILED)
@@ -182,7 +181,7 @@ def retry_failed_job(
             state=PENDING,
             attempt=0,
             not_before=now,
-            relay_after=relay_after,
+            relay_after=relay_time(now, by_broker=publish),
             published_at=None,
             started_at=None,
             finished_at=None,
@@ -209,8 +208,9 @@ def retry_failed_job(
 
 
 def prune_job_rows(conn: Connection, tables: Tables, older_than_days: float) -> int:
-    """Delete finished job rows (and run rows) that ended more than ``older_than_days`` ago;
-    return how many job rows went. Beat runs it hourly with ``ASANOHA_JOB_RETENTION_DAYS``."""
+    """Delete finished job rows (and run rows) that ended more than ``older_than_days`` ago,
+    but the boot jobs' records (see ``outbox.prune_finished``); return how many job rows
+    went. Beat runs it hourly with ``ASANOHA_JOB_RETENTION_DAYS``."""
     before = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
     return prune_finished(conn, tables, before)
 

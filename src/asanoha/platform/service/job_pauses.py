@@ -4,7 +4,7 @@ them alone, until they are resumed.
 A pause is a row in ``asanoha_job_pauses`` whose target is a job QN or ``lane:<name>``; the
 claim statements read it (see ``workers.job_rows``), so a pause holds across the fleet at
 once. A delivery that finds its job paused leaves the row waiting, unpublished; ``resume``
-makes those rows due for the relay again.
+makes those rows due for the relay again, each no earlier than its ``not_before``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from asanoha.platform.model import Registry
-from asanoha.platform.service.outbox import PENDING
+from asanoha.platform.service.outbox import PENDING, relay_time_now
 from asanoha.platform.store import Tables
 
 LANE_PREFIX = "lane:"
@@ -64,8 +64,9 @@ def pause(conn: Connection, tables: Tables, target: str, by: str | None) -> bool
 
 
 def resume(conn: Connection, tables: Tables, registry: Registry, target: str) -> int:
-    """Resume ``target``; make its waiting rows due for the relay at once. Returns how many
-    rows were waiting (0 when it was not paused)."""
+    """Resume ``target``; make its waiting rows due for the relay: at once, or at their
+    ``not_before`` for those whose time has not come (a debounce window, a long delay, a
+    retry's backoff). Returns how many rows were waiting (0 when it was not paused)."""
     pauses = tables.job_pauses
     removed = conn.execute(delete(pauses).where(pauses.c.target == target)).rowcount
     if not removed:
@@ -83,7 +84,7 @@ def resume(conn: Connection, tables: Tables, registry: Registry, target: str) ->
             outbox.c.state == PENDING,
             outbox.c.published_at.is_(None),
         )
-        .values(relay_after=func.now())
+        .values(relay_after=relay_time_now(outbox, dt.datetime.now(dt.UTC)))
     ).rowcount
     return int(woken or 0)
 

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from asanoha.platform.errors import Reasons, UnprocessableError
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service import job_pauses
 from asanoha.platform.service.job_operations import (
@@ -106,7 +107,21 @@ class Jobs:
         the operator tenant's system user), after ``delay`` seconds or at ``at``. The
         payload is validated against the job's ``schema=`` (``ValidationError``: 400
         ``validation_error`` with the field errors). ``publish=False``: the relay of a
-        worker publishes it."""
+        worker publishes it.
+
+        Every way to start a job by hand comes here (``asanoha jobs run``,
+        ``job-admin:write:run``, the console's "Run now"), so one rule holds for all: only a
+        job declared ``manual=True`` is started by hand. Raises ``UnprocessableError``
+        (422 ``job_not_manual``) for any other, ``NotFoundError`` (404 ``job_not_found``)
+        for an unknown job.
+        """
+        job = self._service.registry.job(job_qn)
+        if job is not None and not job.manual:
+            # An event-triggered, cron or boot job runs on its trigger, with the payload
+            # the trigger gives it; a payload of the caller's choosing could make it do what
+            # its trigger never would. A failed run of it may be retried (``retry``): that
+            # runs its stored payload and headers again.
+            raise UnprocessableError(Reasons.JOB_NOT_MANUAL, job=job_qn, trigger=job.triggers)
         return self._service.enqueue_job(
             job_qn,
             dict(payload or {}),

@@ -14,7 +14,19 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from asanoha.platform.personal.vault import seal_known
 from asanoha.platform.store import Database, Tables
@@ -108,6 +120,27 @@ def check_run_priority(job_qn: str, declared: int | None, priority: int | None) 
         )
 
 
+def relay_time(not_before: dt.datetime, *, by_broker: bool) -> dt.datetime:
+    """When the relay may publish a pending attempt that may start at ``not_before``.
+
+    The rule of the relay clock, which every writer of ``relay_after`` follows:
+    ``relay_after >= not_before``. The relay never sends an attempt before its time, so a
+    wait longer than the broker may hold stays in the database, and a debounce window stays
+    open (the enqueues of the key collapse into a row only while nobody published it).
+    ``by_broker``: the writer publishes the attempt itself, with its countdown, right after
+    commit; the relay leaves it ``RELAY_GRACE`` more seconds to do so.
+    """
+    return not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
+
+
+def relay_time_now(outbox: Table, now: dt.datetime) -> ColumnElement[dt.datetime]:
+    """``relay_time`` of a pending row made due for the relay at ``now`` (no writer
+    publishes it), as a SQL expression: ``now``, or its ``not_before`` while that is
+    later."""
+    at_now = literal(now, outbox.c.not_before.type)
+    return case((outbox.c.not_before > at_now, outbox.c.not_before), else_=at_now)
+
+
 class OutboxPublisher(Protocol):
     """Sends an outbox message to the broker. Raising leaves the row for the relay."""
 
@@ -120,7 +153,6 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
     if not messages:
         return
     now = dt.datetime.now(dt.UTC)
-    grace = dt.timedelta(seconds=RELAY_GRACE)
     rows = []
     for message in messages:
         not_before = now + dt.timedelta(seconds=message.countdown)
@@ -137,7 +169,7 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
                 "not_before": not_before,
                 # Its writer publishes it right after commit; held in the row, the relay
                 # publishes it once it is due.
-                "relay_after": not_before + grace if message.by_broker else not_before,
+                "relay_after": relay_time(not_before, by_broker=message.by_broker),
                 "created_at": now,
                 "publish_attempts": 0,
                 "idempotency_key": message.idempotency_key,
@@ -206,7 +238,8 @@ def publish_messages(
 ) -> int:
     """Publish committed ``messages`` and note on each row whether the broker took it.
 
-    Returns how many it took. A row whose publish failed becomes due for the relay at once.
+    Returns how many it took. A row whose publish failed becomes due for the relay at once
+    (at its ``not_before``, should that be later: see ``relay_time``).
     """
     messages = [message for message in messages if message.by_broker]
     if publisher is None or not messages:
@@ -236,7 +269,7 @@ def mark_published(
     with database.begin() as conn:
         for messages, values in (
             (sent, {"published_at": func.now()}),
-            (failed, {"relay_after": func.now()}),
+            (failed, {"relay_after": relay_time_now(outbox, dt.datetime.now(dt.UTC))}),
         ):
             groups = sorted({(message.attempt, message.row_token or "") for message in messages})
             for attempt, token in groups:
@@ -359,7 +392,7 @@ def requeue_unclaimed(conn: Connection, tables: Tables) -> int:
     result = conn.execute(
         update(outbox)
         .where(outbox.c.state == PENDING, outbox.c.published_at.is_not(None))
-        .values(published_at=None, relay_after=func.now())
+        .values(published_at=None, relay_after=relay_time_now(outbox, dt.datetime.now(dt.UTC)))
     )
     return int(result.rowcount or 0)
 
@@ -602,12 +635,31 @@ def count_unclaimed(conn: Connection, tables: Tables, older_than: float) -> int:
     return int(conn.execute(query).scalar_one())
 
 
+#: What a boot job's idempotency key holds after its job's QN: ``<job qn>@boot:<release>``.
+BOOT_KEY_MARK = "@boot:"
+
+
+def boot_key(job_qn: str, release: str) -> str:
+    """The idempotency key of a boot job's row: one per (job, release)."""
+    return f"{job_qn}{BOOT_KEY_MARK}{release}"
+
+
 def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int:
     """Delete finished job rows, and run rows, that ended before ``before``; return the
-    number of job rows deleted."""
+    number of job rows deleted.
+
+    A boot job's row is kept whatever its age: it is the only record that its release ran
+    the job, and the next worker of that release to start would run it again without it.
+    """
     outbox, runs = tables.outbox, tables.job_runs
+    # A QN holds no LIKE wildcard (``%``, ``_``): the key's prefix is matched exactly.
+    is_boot_record = outbox.c.idempotency_key.startswith(outbox.c.job_qn + BOOT_KEY_MARK)
     deleted = conn.execute(
-        delete(outbox).where(outbox.c.state.in_(FINISHED_STATES), outbox.c.finished_at < before)
+        delete(outbox).where(
+            outbox.c.state.in_(FINISHED_STATES),
+            outbox.c.finished_at < before,
+            or_(outbox.c.idempotency_key.is_(None), ~is_boot_record),
+        )
     ).rowcount
     conn.execute(delete(runs).where(runs.c.finished_at < before))
     return int(deleted or 0)

@@ -199,7 +199,8 @@ def build_tables(registry: Registry) -> Tables:
         Column("not_before", Timestamp, nullable=False),
         # The relay may publish the pending attempt from this time on: a while after the
         # write for fresh rows (their writer publishes them), at once after a failed publish,
-        # at ``not_before`` for a retry held in the database.
+        # at ``not_before`` for a retry held in the database; never before ``not_before``
+        # (``outbox.relay_time``).
         Column("relay_after", Timestamp, nullable=False),
         Column("published_at", Timestamp, nullable=True),
         Column("publish_attempts", Integer, nullable=False, default=0),
