@@ -82,7 +82,12 @@ def test_update_without_version_needs_an_explicit_skip(core: Any) -> None:
     row = core.service.dispatch_write(f"{W}:prompt:create", {"label": "a"}, ADMIN)
     with core.db.begin() as conn:
         executor = EntityExecutor(
-            core.service, conn, core.registry.entity("instructiongate:prompt"), ADMIN, None, None
+            core.service.executor_env,
+            conn,
+            core.registry.entity("instructiongate:prompt"),
+            ADMIN,
+            None,
+            None,
         )
         with pytest.raises(ValidationError):
             executor.update(row["id"], {"label": "b"})

@@ -96,7 +96,7 @@ def test_forget_leaves_earlier_events_holding_only_a_forgotten_value(core: Any) 
     # Called directly (as a job or consumer would), the executor has no entry handler.
     with core.service.unit_of_work(ADMIN) as request:
         executor = EntityExecutor(
-            core.service,
+            core.service.executor_env,
             request.conn,
             core.registry.entity("instructiongate:contact"),
             ADMIN,

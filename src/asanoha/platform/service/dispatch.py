@@ -57,7 +57,7 @@ from asanoha.platform.service import (
 )
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payload_digest
 from asanoha.platform.service.domain_events import DomainEvents
-from asanoha.platform.service.executor import EntityExecutor, EntityReader
+from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.keyed_writes import KeyedWrites
@@ -144,6 +144,10 @@ class Service:
         self.approvals = Approvals(signer, registry, self.tables)
         #: Whose rows each caller reaches, from the entities' standard handlers (``ownership``).
         self.owner_rules = OwnerRules(registry)
+        #: What the entity executor works with (never the Service itself).
+        self.executor_env = ExecutorEnv(
+            registry, self.tables, self.personal, self.owner_rules, database.backend
+        )
         #: Appends handlers' declared domain events (``ctx.append_event``).
         self.domain_events = DomainEvents(
             registry, self.tables, database.backend, self.personal, self.owner_rules
@@ -548,7 +552,7 @@ class Service:
     ) -> EntityReader:
         """Reads of entity ``name`` for ``user`` inside ``request``."""
         entity_def = self.entity_def(name, feature=feature, caller=caller)
-        return EntityReader(self, request.conn, entity_def, user, request, caller)
+        return EntityReader(self.executor_env, request.conn, entity_def, user, request, caller)
 
     def executor(
         self, request: Request, name: str, user: SessionUser, *, feature: str, caller: str
@@ -556,7 +560,7 @@ class Service:
         """The entity executor of ``name`` for ``user`` inside the write ``request``."""
         gates.check_write_allowed(request, "entity", name)
         entity_def = self.entity_def(name, feature=feature, caller=caller)
-        return EntityExecutor(self, request.conn, entity_def, user, request, caller)
+        return EntityExecutor(self.executor_env, request.conn, entity_def, user, request, caller)
 
     def enqueue_job(
         self,

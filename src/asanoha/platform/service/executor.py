@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import pydantic
 from sqlalchemy import Connection, Select, exc, func, literal, select
@@ -24,7 +25,7 @@ from asanoha.platform.errors import (
     ValidationError,
     VersionConflictError,
 )
-from asanoha.platform.model import EntityDef, SessionUser
+from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.crud import MAX_LIST_OFFSET
 from asanoha.platform.model.transitions import check_move
 from asanoha.platform.personal import entities as personal_entities
@@ -33,18 +34,31 @@ from asanoha.platform.personal.blind_index import (
     blind_column,
     blind_indexed_fields,
 )
-from asanoha.platform.personal.vault import Vault
+from asanoha.platform.personal.vault import PersonalData, Vault
 from asanoha.platform.service import erasure, field_access, gates, ownership, provenance
 from asanoha.platform.service.event_metadata import event_metadata
+from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
-from asanoha.platform.store import StoredEvent, append_event, apply_entity_event, keyset
+from asanoha.platform.store import StoredEvent, Tables, append_event, apply_entity_event, keyset
+from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.events import SubjectKeyExists
 from asanoha.platform.store.projections import Row, encode_values
 from asanoha.platform.store.search import search_condition, search_words, searchable_fields
 
-if TYPE_CHECKING:
-    from asanoha.platform.service.dispatch import Service
+
+@dataclass(frozen=True)
+class ExecutorEnv:
+    """What the entity executor and reader work with, and nothing more: the registry (hooks,
+    handlers), the tables, the personal-data vault, the ownership rules and the database
+    backend. The ``Service`` builds one; the executor never sees the ``Service`` itself."""
+
+    registry: Registry
+    tables: Tables
+    personal: PersonalData
+    owner_rules: OwnerRules
+    backend: Backend
+
 
 #: Rows as a list (inside the readers, ``list`` names their method).
 Rows = list[Row]
@@ -62,20 +76,20 @@ class EntityReader:
 
     def __init__(
         self,
-        service: Service,
+        env: ExecutorEnv,
         conn: Connection,
         entity_def: EntityDef,
         user: SessionUser,
         request: Request | None,
         handler_qn: str | None,
     ) -> None:
-        self._service = service
+        self._env = env
         self._conn = conn
         self.entity_def = entity_def
         self._user = user
         self._request = request
         self._handler_qn = handler_qn or entity_def.key
-        self._table = service.tables.entity(entity_def.key)
+        self._table = env.tables.entity(entity_def.key)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -202,7 +216,7 @@ class EntityReader:
 
     def _owner_rule(self, reach: ownership.Reach) -> ownership.OwnerRule | None:
         """The owner rule confining this caller's ``reach`` of the entity, if any."""
-        return self._service.owner_rules.rule(self.entity_def, reach, self._user)
+        return self._env.owner_rules.rule(self.entity_def, reach, self._user)
 
     def _owned_page(
         self,
@@ -238,7 +252,7 @@ class EntityReader:
 
     @property
     def _vault(self) -> Vault:
-        return self._service.personal.vault(self._conn)
+        return self._env.personal.vault(self._conn)
 
     def _reveal(self, rows: Rows) -> Rows:
         """``rows`` as read, with their personal values opened (see ``personal``)."""
@@ -327,7 +341,7 @@ class EntityReader:
         declared = self.entity_def.entity.fields.get(name)
         if declared is None:
             return expression
-        return self._service.database.backend.comparable(expression, declared.kind)
+        return self._env.backend.comparable(expression, declared.kind)
 
     def _apply_filter(self, query: Select[Any], filters: Mapping[str, Any]) -> Select[Any]:
         entity = self.entity_def.entity
@@ -447,7 +461,7 @@ class EntityReader:
         names = field_access.readable_fields(
             self.entity_def, self._user, names, "search", self._handler_qn
         )
-        backend = self._service.database.backend.name
+        backend = self._env.backend.name
         return query.where(search_condition(backend, self._table, names, search_words(search)))
 
 
@@ -456,14 +470,14 @@ class EntityExecutor(EntityReader):
 
     def __init__(
         self,
-        service: Service,
+        env: ExecutorEnv,
         conn: Connection,
         entity_def: EntityDef,
         user: SessionUser,
         request: Request,
         handler_qn: str | None,
     ) -> None:
-        super().__init__(service, conn, entity_def, user, request, handler_qn)
+        super().__init__(env, conn, entity_def, user, request, handler_qn)
         #: The write request every verb runs in (its gates read it).
         self._write_request = request
 
@@ -543,10 +557,10 @@ class EntityExecutor(EntityReader):
         if hard:
             gates.check_irreversible(self._request, "delete", entity=self.entity_def.key)
         row = self._load_live(id, for_update=True)
-        for hook in self._service.registry.hooks("pre_delete", self.entity_def.key):
+        for hook in self._env.registry.hooks("pre_delete", self.entity_def.key):
             hook(dict(row), self)
         projected = self._record(str(row["id"]), row["version"], "deleted", {"hard": hard})
-        for hook in self._service.registry.hooks("post_delete", self.entity_def.key):
+        for hook in self._env.registry.hooks("post_delete", self.entity_def.key):
             hook(dict(projected or row), self)
         return projected or {"id": row["id"], "version": row["version"] + 1, "deleted": True}
 
@@ -573,7 +587,7 @@ class EntityExecutor(EntityReader):
         stream_id = str(row["id"])
         erasure.forget_subject(
             self._write_request,
-            self._service.personal,
+            self._env.personal,
             tenant_id=self._user.tenant_id,
             subject=stream_id,
             by=self._user.id,
@@ -616,7 +630,7 @@ class EntityExecutor(EntityReader):
         is_new: bool,
         model: type[pydantic.BaseModel],
     ) -> dict[str, Any]:
-        for hook in self._service.registry.pre_save_hooks(self.entity_def.key):
+        for hook in self._env.registry.pre_save_hooks(self.entity_def.key):
             changed = hook(dict(values), previous, is_new)
             # A hook may add or change fields: its result is checked like caller input, but a
             # value it breaks is the application's fault, not the caller's (500, not 400).
@@ -633,7 +647,7 @@ class EntityExecutor(EntityReader):
 
     def _run_validate(self, values: dict[str, Any], previous: Row | None, *, is_new: bool) -> None:
         """The entity's validate hooks; a refusal names the handler that wrote."""
-        for hook in self._service.registry.hooks("validate", self.entity_def.key):
+        for hook in self._env.registry.hooks("validate", self.entity_def.key):
             try:
                 hook(dict(values), previous, is_new)
             except ValidationError as error:
@@ -643,7 +657,7 @@ class EntityExecutor(EntityReader):
 
     @functools.cached_property
     def _moves_freely(self) -> bool:
-        handler = self._service.registry.find_handler(self._handler_qn)
+        handler = self._env.registry.find_handler(self._handler_qn)
         return handler is not None and handler.skip_transition_guard is not None
 
     def _check_transitions(self, previous: Row | None, values: Mapping[str, Any]) -> None:
@@ -707,11 +721,11 @@ class EntityExecutor(EntityReader):
             self._request.appended.append(event)
         # The one place instruction-field writes are recorded: every row write passes here.
         provenance.record_instruction_write(
-            self._conn, self._service.tables, self._request, self._user, self.entity_def, event
+            self._conn, self._env.tables, self._request, self._user, self.entity_def, event
         )
         if row is None:
             return None
-        for hook in self._service.registry.post_save_hooks(self.entity_def.key):
+        for hook in self._env.registry.post_save_hooks(self.entity_def.key):
             hook(row, self)
         return self._shown([row])[0]
 
@@ -719,12 +733,12 @@ class EntityExecutor(EntityReader):
         self, stream_id: str, expected: int, verb: str, payload: dict[str, Any]
     ) -> StoredEvent:
         # The key of a row created with personal values goes in with its first event.
-        personal = self.entity_def.entity.personal_fields and self._service.personal.encrypts
+        personal = self.entity_def.entity.personal_fields and self._env.personal.encrypts
         try:
             return append_event(
                 self._conn,
-                self._service.database.backend,
-                self._service.tables,
+                self._env.backend,
+                self._env.tables,
                 tenant_id=self._user.tenant_id,
                 stream_id=stream_id,
                 stream_type=self.entity_def.key,
@@ -743,7 +757,7 @@ class EntityExecutor(EntityReader):
 
     def _project(self, event: StoredEvent) -> Row | None:
         try:
-            return apply_entity_event(self._conn, self._service.tables, self.entity_def, event)
+            return apply_entity_event(self._conn, self._env.tables, self.entity_def, event)
         except exc.IntegrityError as error:
             raise ConflictError(
                 Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)
