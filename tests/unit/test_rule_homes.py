@@ -50,9 +50,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.store.projections.apply_entity_event",
             }
         ),
-        frozenset(
-            {"asanoha.platform.service.domain_events", "asanoha.platform.service.executor"}
-        ),
+        frozenset({"asanoha.platform.service.domain_events", "asanoha.platform.service.executor"}),
     ),
     "sealing personal values": (
         frozenset(
@@ -86,7 +84,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.service.outbox.publish_messages",
             }
         ),
-        frozenset({"asanoha.platform.service.dispatch"}),
+        frozenset({"asanoha.platform.service.dispatch", "asanoha.platform.service.job_enqueue"}),
     ),
 }
 

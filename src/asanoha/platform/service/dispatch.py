@@ -8,7 +8,6 @@ parent request explicitly and run in a savepoint of its transaction.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import secrets
@@ -28,7 +27,6 @@ from asanoha.platform.errors import (
     NotFoundError,
     Reasons,
     UnprocessableError,
-    ValidationError,
 )
 from asanoha.platform.log_context import bound_log_fields
 from asanoha.platform.metrics import (
@@ -51,7 +49,6 @@ from asanoha.platform.personal.vault import attach as attach_personal_data
 from asanoha.platform.service import (
     gates,
     idempotency,
-    job_concurrency,
     job_pauses,
     outbox,
 )
@@ -60,8 +57,9 @@ from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
+from asanoha.platform.service.job_enqueue import JobEnqueuer, JobRequest
 from asanoha.platform.service.keyed_writes import KeyedWrites
-from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
+from asanoha.platform.service.outbox import OutboxPublisher
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
@@ -73,12 +71,10 @@ from asanoha.platform.service.request import (
     WriteOrigin,
 )
 from asanoha.platform.service.trigger_result import (
-    StoredTriggerResult,
     storable_trigger_result,
 )
 from asanoha.platform.service.validation import (
     check_storable,
-    field_errors,
     validate_payload,
 )
 from asanoha.platform.service.write_plan import WritePlan, build_write_plan
@@ -148,6 +144,8 @@ class Service:
         self.executor_env = ExecutorEnv(
             registry, self.tables, self.personal, self.owner_rules, database.backend
         )
+        #: Places job rows in write transactions (``job_enqueue``).
+        self.jobs_enqueue = JobEnqueuer(registry, self.tables, self.broker_hold)
         #: Appends handlers' declared domain events (``ctx.append_event``).
         self.domain_events = DomainEvents(
             registry, self.tables, database.backend, self.personal, self.owner_rules
@@ -462,11 +460,9 @@ class Service:
         # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``,
         # made storable here: nothing about it may fail the write (see ``trigger_result``).
         stored = storable_trigger_result(result, handler.qn)
-        for job in plan.triggered:
-            message = self._message(job.qn, payload, user, request, handler.qn, result=stored)
-            placed = job_concurrency.place(request.conn, self.tables, job, message)
-            if placed.message is not None:
-                request.outbox.append(placed.message)
+        self.jobs_enqueue.place_triggered(
+            request, plan.triggered, payload, user, handler.qn, stored
+        )
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -596,54 +592,41 @@ class Service:
         """
         if parent is not None:
             gates.check_write_allowed(parent, "dispatch", job_qn)
-        job = self.registry.job(job_qn)
-        if job is None:
-            raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
-        countdown = outbox.start_delay(job_qn, delay, at)
-        outbox.check_run_priority(job_qn, job.priority, priority)
-        if manual and job.schema is not None:
-            model = validate_payload(job.schema, payload, job_qn)
-            payload = model.model_dump(mode="json")
-        try:
-            body = pydantic.TypeAdapter(dict[str, pydantic.JsonValue]).validate_python(payload)
-        except pydantic.ValidationError as error:
-            raise ValidationError(handler=job_qn, fields=field_errors(error)) from None
-        check_storable(body, job_qn)
+        asked = self.jobs_enqueue.check(
+            job_qn, payload, delay=delay, at=at, manual=manual, priority=priority
+        )
         if parent is None:
             with self.unit_of_work(user, origin=origin) as request:
-                return self.enqueue_job(
-                    job_qn,
-                    body,
-                    user,
-                    parent=request,
-                    trigger_name=trigger_name,
-                    idempotency_key=idempotency_key,
-                    trigger_event_id=trigger_event_id,
-                    delay=countdown,
-                    manual=manual,
-                    publish=publish,
-                    priority=priority,
-                )
-        if idempotency_key is not None:
-            found = outbox.find_enqueued(parent.conn, self.tables, idempotency_key)
-            if found is not None:
-                return found
-        message = self._message(
-            job_qn, body, user, parent, trigger_name, idempotency_key=idempotency_key
+                return self._place_job(
+                    request, asked, user, trigger_name, idempotency_key, trigger_event_id,
+                    publish, priority,
+                )  # fmt: skip
+        return self._place_job(
+            parent, asked, user, trigger_name, idempotency_key, trigger_event_id, publish,
+            priority,
+        )  # fmt: skip
+
+    def _place_job(
+        self,
+        request: Request,
+        asked: JobRequest,
+        user: SessionUser,
+        trigger_name: str,
+        idempotency_key: str | None,
+        trigger_event_id: int | None,
+        publish: bool,
+        priority: int | None,
+    ) -> uuid.UUID:
+        return self.jobs_enqueue.place(
+            request,
+            asked,
+            user,
+            trigger_name=trigger_name,
+            idempotency_key=idempotency_key,
+            trigger_event_id=trigger_event_id,
+            publish=publish,
+            priority=priority,
         )
-        if trigger_event_id is not None:
-            message = dataclasses.replace(
-                message, headers={**message.headers, "trigger_event_id": trigger_event_id}
-            )
-        if priority is not None:
-            message = dataclasses.replace(message, priority=priority)
-        if countdown > 0 or not publish:
-            by_broker = publish and countdown <= self.broker_hold(job_qn)
-            message = dataclasses.replace(message, countdown=countdown, by_broker=by_broker)
-        placed = job_concurrency.place(parent.conn, self.tables, job, message)
-        if placed.message is not None:
-            parent.outbox.append(placed.message)
-        return placed.job_id
 
     def relay_outbox(self, limit: int = 100) -> int:
         """Publish due job rows nobody published; return how many were sent."""
@@ -736,37 +719,3 @@ class Service:
         if meta.request_id:
             request.request_id = meta.request_id
         return request
-
-    def _message(
-        self,
-        job_qn: str,
-        payload: dict[str, Any],
-        user: SessionUser,
-        request: Request,
-        trigger_name: str,
-        *,
-        result: StoredTriggerResult | None = None,
-        idempotency_key: str | None = None,
-    ) -> OutboxMessage:
-        headers = {
-            "tenant_id": user.tenant_id,
-            "triggered_by": user.id,
-            "trigger_name": trigger_name,
-            "origin": request.origin.to_header(),
-            "request_id": request.request_id,
-            "correlation_id": request.meta.correlation_id,
-            # The job's attempts join the trace of the write that enqueued it.
-            **telemetry.trace_headers(),
-        }
-        if result is not None and result.refused:
-            headers["trigger_result_refused"] = result.refused
-        job = self.registry.job(job_qn)
-        return OutboxMessage(
-            id=uuid.uuid4(),
-            job_qn=job_qn,
-            priority=None if job is None else job.priority,
-            trigger_result=None if result is None else result.value,
-            idempotency_key=idempotency_key,
-            payload=payload,
-            headers=headers,
-        )
