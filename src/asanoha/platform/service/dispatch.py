@@ -259,8 +259,7 @@ class Service:
         except Exception:
             count_write(qn, "failed", "internal")
             raise
-        count_write(qn, "ok")
-        self.after_commit(request)
+        self._committed([qn], request)
         return result
 
     def dispatch_batch(
@@ -303,10 +302,7 @@ class Service:
             results = list(kept)
             if replayed:
                 return results
-        for qn, _ in items:
-            count_write(qn, "ok")
-        if holder:
-            self.after_commit(holder[0])
+        self._committed([qn for qn, _ in items], holder[0] if holder else None)
         return results
 
     def _run_batch_items(
@@ -445,6 +441,17 @@ class Service:
             yield request
         self.after_commit(request)
 
+    def _committed(self, qns: Sequence[str], request: Request | None) -> None:
+        """Count the committed writes of ``qns`` and run ``after_commit``. Never raises: the
+        write has committed, and an error answer would have its caller repeat it."""
+        try:
+            for qn in qns:
+                count_write(qn, "ok")
+        except Exception:
+            log.warning("counting a committed write failed", exc_info=True)
+        if request is not None:
+            self.after_commit(request)
+
     def after_commit(self, request: Request) -> None:
         """Publish the request's outbox rows and tell the commit listeners. Never raises: the
         write has committed, so its caller gets its result; what fails is left to the relay."""
@@ -461,7 +468,11 @@ class Service:
                     listener(request.appended)
                 except Exception:
                     log.warning("commit listener %r failed", listener, exc_info=True)
-            self._run_after_commit_hooks(request.appended)
+            try:
+                self._run_after_commit_hooks(request.appended)
+            except Exception:
+                # Each hook's failure is caught below; this is the bookkeeping around them.
+                log.warning("running the after_commit hooks failed", exc_info=True)
 
     def _run_after_commit_hooks(self, events: Sequence[StoredEvent]) -> None:
         """Each entity's ``after_commit`` hooks with its committed events. A failure is logged
