@@ -21,6 +21,7 @@ from asanoha.workers.cron_tasks import register_cron_tasks
 from asanoha.workers.job_rows import JobRows, job_rows_for
 from asanoha.workers.job_task import register_job_task
 from asanoha.workers.lanes import lane_queues, queue_for_job, queue_name
+from asanoha.workers.log_hooks import keep_personal_values_out_of_task_lines
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 from asanoha.workers.outcomes import JobOutcomes
 from asanoha.workers.pending import BrokerProbe, make_probe
@@ -76,6 +77,7 @@ class CeleryJobs:
         signals.worker_before_create_process.connect(freeze_before_fork, weak=False)
         signals.worker_ready.connect(self._on_worker_ready, weak=True)
         signals.worker_shutdown.connect(self._on_worker_shutdown, weak=True)
+        keep_personal_values_out_of_task_lines()
 
     def close(self) -> None:
         """Stop the relay, release the probe's broker connection and the claim engine."""
