@@ -31,7 +31,6 @@ from asanoha.platform.errors import (
     UnprocessableError,
     ValidationError,
 )
-from asanoha.platform.log_context import bound_log_fields
 from asanoha.platform.metrics import (
     count_after_commit_failure,
     count_failed_write,
@@ -64,6 +63,7 @@ from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payloa
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
+from asanoha.platform.service.observed import note_entry, observed
 from asanoha.platform.service.outbox import OutboxMessage, OutboxPublisher
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.rate_limits import RateLimiter
@@ -198,15 +198,7 @@ class Service:
             key = self._key_of(idempotency_key, handler.qn, user, lambda: payload_digest(model))
             return self._run_nested(parent, handler, model, user, key, replay)
         meta = meta or RequestMeta()
-        with (
-            telemetry.dispatch_span("write", qn, user.tenant_id) as span,
-            bound_log_fields(
-                request_id=meta.request_id,
-                correlation_id=meta.correlation_id,
-                tenant=user.tenant_id,
-                handler=qn,
-            ),
-        ):
+        with observed("write", qn, user, meta) as span:
             return self._dispatch_top_write(
                 qn, payload, user, meta, origin, acting, approval, reads, idempotency_key,
                 replay, span,
@@ -236,8 +228,7 @@ class Service:
             def run(conn: Connection) -> Any:
                 request = self._open(conn, "write", handler, user, meta, origin)
                 opened.append(request)
-                span.set("entry.handler", handler.qn)
-                span.set("entry.risk", request.entry.risk if request.entry else None)
+                note_entry(span, request)
                 request.acting = acting
                 request.reads = reads
                 request.approval_id = self.approvals.require(
@@ -277,6 +268,18 @@ class Service:
         ``idempotency_key`` keeps the batch's first outcome as ``dispatch_write`` does; the
         digest covers every item's handler and payload.
         """
+        with observed("batch", idempotency.BATCH_SCOPE, user, meta) as span:
+            span.set("batch.items", len(items))
+            return self._dispatch_batch(items, user, meta, idempotency_key, replay)
+
+    def _dispatch_batch(
+        self,
+        items: Sequence[tuple[str, Any]],
+        user: SessionUser,
+        meta: RequestMeta | None,
+        idempotency_key: str | None,
+        replay: idempotency.Replay | None,
+    ) -> list[Any]:
         key: idempotency.IdempotencyKey | None = None
         if idempotency_key is not None:
             digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
@@ -314,27 +317,43 @@ class Service:
         results: list[Any],
         holder: list[Request],
     ) -> None:
-        """The items of a batch in order; ``holder`` gets the root request when one opens."""
+        """The items of a batch in order; ``holder`` gets the root request when one opens.
+        Each item is traced and logged as a single write of its handler."""
         for index, (qn, payload) in enumerate(items):
             try:
-                handler, model = self._admit(qn, "write", payload, user)
-                self._check_rate(handler, user, meta)
-                if not holder:
-                    holder.append(self._open(conn, "write", handler, user, meta, None))
-                    request = holder[0]
-                else:
-                    entry = self._entry_of(handler)
-                    request = holder[0].with_entry(
-                        entry,
-                        WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
+                with observed("write", qn, user, meta) as span:
+                    results.append(
+                        self._run_batch_item(conn, qn, payload, user, meta, holder, span)
                     )
-                # A batch carries no approval tokens: an agent's high-risk item is refused.
-                self.approvals.require(conn, handler, model, user, None, request.request_id)
-                results.append(self._run_write(request, handler, model, user))
             except AsanohaError as error:
                 error.details["index"] = index
                 count_failed_write(qn, error)
                 raise
+
+    def _run_batch_item(
+        self,
+        conn: Connection,
+        qn: str,
+        payload: Any,
+        user: SessionUser,
+        meta: RequestMeta | None,
+        holder: list[Request],
+        span: telemetry.Span,
+    ) -> Any:
+        handler, model = self._admit(qn, "write", payload, user)
+        self._check_rate(handler, user, meta)
+        if not holder:
+            holder.append(self._open(conn, "write", handler, user, meta, None))
+            request = holder[0]
+        else:
+            entry = self._entry_of(handler)
+            request = holder[0].with_entry(
+                entry, WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk)
+            )
+        note_entry(span, request)
+        # A batch carries no approval tokens: an agent's high-risk item is refused.
+        self.approvals.require(conn, handler, model, user, None, request.request_id)
+        return self._run_write(request, handler, model, user)
 
     # -- idempotency ------------------------------------------------------------------------
 
@@ -615,21 +634,12 @@ class Service:
         if parent is not None:
             handler, model = self._admit(qn, "query", payload, user)
             return handler.func(model, QueryContext(self, parent, handler, user))
-        with (
-            telemetry.dispatch_span("query", qn, user.tenant_id) as span,
-            bound_log_fields(
-                request_id=meta.request_id if meta else None,
-                correlation_id=meta.correlation_id if meta else None,
-                tenant=user.tenant_id,
-                handler=qn,
-            ),
-        ):
+        with observed("query", qn, user, meta) as span:
             handler, model = self._admit(qn, "query", payload, user)
             self._check_rate(handler, user, meta)
             with self._reading(handler, read_after, span) as conn:
                 request = self._open(conn, "query", handler, user, meta, None)
-                span.set("entry.handler", handler.qn)
-                span.set("entry.risk", request.entry.risk if request.entry else None)
+                note_entry(span, request)
                 request.reads = reads
                 return handler.func(model, QueryContext(self, request, handler, user))
 
