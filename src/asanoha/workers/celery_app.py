@@ -15,6 +15,7 @@ from asanoha.platform.settings import Settings
 from asanoha.workers.attempts import AttemptRunner
 from asanoha.workers.beat import build_beat_schedule
 from asanoha.workers.boot_jobs import enqueue_boot_jobs
+from asanoha.workers.broker_connection import BrokerAMQP
 from asanoha.workers.consumer_tick import add_consumer_tick
 from asanoha.workers.consumer_wake import register_advance_task
 from asanoha.workers.cron_tasks import register_cron_tasks
@@ -173,7 +174,8 @@ def freeze_before_fork(**_: Any) -> None:
 
 def _configured_celery(registry: Registry, settings: Settings) -> Celery:
     default_queue = queue_name(settings.queue_prefix, "worker")
-    celery = Celery(f"asanoha.{settings.queue_prefix}", set_as_current=False)
+    # Its connections survive the broker going away (see ``broker_connection``).
+    celery = Celery(f"asanoha.{settings.queue_prefix}", amqp=BrokerAMQP, set_as_current=False)
     celery.conf.update(
         broker_url=settings.broker_url,
         broker_transport_options=_transport_options(
