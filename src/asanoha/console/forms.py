@@ -9,9 +9,8 @@ from typing import Any
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.types import Message
 
-from asanoha.platform.http.limits import parse_json, read_body
+from asanoha.platform.http.limits import parse_json, read_body, replay_body
 from asanoha.platform.settings import Settings
 
 
@@ -19,11 +18,7 @@ async def bounded(request: Request, settings: Settings) -> Request:
     """``request`` with its body read within ``max_body_bytes`` (``PayloadTooLargeError``
     past it); its ``form()`` parses that body, never a longer stream."""
     body = await read_body(request, settings.max_body_bytes)
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return Request(request.scope, receive)
+    return Request(request.scope, replay_body(request, body))
 
 
 def form_text(form: FormData, name: str) -> str:
