@@ -20,6 +20,8 @@ from asanoha.workers import JobFailedError
 from asanoha.workers.drain import Drainer
 from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
 from tests.e2e.job_app import feature
+from tests.e2e.outage_app import VISIBILITY_TIMEOUT
+from tests.e2e.outage_app import feature as outage
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
@@ -123,3 +125,46 @@ def test_a_job_that_kills_its_process_on_every_attempt_fails_after_its_retries(f
     assert [tuple(row) for row in rows] == [(1, "crashed"), (2, "failed")]
     outbox = app.service.tables.outbox
     assert _count(app, outbox, outbox.c.state == "failed") == 1
+
+
+def test_two_workers_holding_unacked_messages_outlive_a_redis_shutdown_and_run_every_job(
+    private_redis: PrivateRedis,
+) -> None:
+    """The outage test of ``outage_app``: its short visibility timeout gives back within the
+    test the messages the workers held when Redis went away."""
+    suffix = secrets.token_hex(6)
+    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
+    settings = Settings(
+        database_url=database.url,
+        broker_url=private_redis.url,
+        queue_prefix=f"asanoha-e2e-{suffix}",
+        visibility_timeout=VISIBILITY_TIMEOUT,
+        job_timeout=3,
+    )
+    app = App([outage], settings)
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        app.create_schema()
+        for n in range(40):
+            app.service.enqueue_job("outage:job:linger", {"n": n}, SessionUser.system("default"))
+        for _ in range(2):
+            workers.append(start_asanoha_worker(settings, "tests.e2e.outage_app:app"))
+        marks = app.service.tables.entity("outage:mark")
+        # Both workers are busy: each holds the messages of the jobs it runs, unacknowledged.
+        _wait_until(lambda: _count(app, marks) >= 4, "the workers run jobs")
+
+        private_redis.stop()
+        # The outage lasts a while (a real delay): the workers lose Redis and retry.
+        time.sleep(10)
+        assert [worker.poll() for worker in workers] == [None, None]
+        private_redis.start()
+
+        Drainer(app).drain(timeout=120)
+        assert [worker.poll() for worker in workers] == [None, None]
+        with app.database.connect() as conn:
+            written = sorted(conn.execute(select(marks.c.n)).scalars())
+        assert written == list(range(40))  # 0 lost, 0 written twice
+    finally:
+        stop_processes(workers)
+        app.close()
+        database.drop()

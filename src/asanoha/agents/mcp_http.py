@@ -19,11 +19,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from asanoha.platform.errors import AsanohaError, Reasons, ValidationError
 from asanoha.platform.http.auth import authenticate
-from asanoha.platform.http.limits import exceeds_depth, read_body
+from asanoha.platform.http.limits import exceeds_depth, read_body, replay_body
 from asanoha.platform.http.wire import error_response
 from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
@@ -80,18 +80,8 @@ class McpHttpEndpoint:
         max_depth = self._settings.max_json_depth
         if exceeds_depth(body.decode("utf-8", errors="replace"), max_depth):
             raise ValidationError(Reasons.JSON_TOO_DEEP, max_depth=max_depth)
-        replayed = False
-        downstream = request.receive
-
-        async def receive() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            # After the body: the client's disconnect, which the SDK waits for on streams.
-            return await downstream()
-
-        return receive
+        # After the body: the client's disconnect, which the SDK waits for on streams.
+        return replay_body(request, body)
 
 
 def session_owner(scope: Scope, user: SessionUser) -> Scope:

@@ -6,7 +6,6 @@ and answer with a redirect to the page (post/redirect/get), the outcome in its q
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from asanoha.console import calls
 from asanoha.console.charts import lag_chart, throughput_chart
+from asanoha.console.forms import bounded, form_text, json_field
 from asanoha.console.session import (
     CONSOLE_ROLE,
     CSRF_FIELD,
@@ -36,7 +36,7 @@ from asanoha.console.session import (
     start_session,
 )
 from asanoha.console.writes import OUTCOMES, write_counts
-from asanoha.platform.errors import AsanohaError, Reasons
+from asanoha.platform.errors import AsanohaError, PayloadTooLargeError, Reasons, ValidationError
 from asanoha.platform.http.read_after import mark_read_after
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 
@@ -129,6 +129,10 @@ class Console:
             session = current_session(self.parts.settings, request)
             if session is None:
                 return self.to_login(request)
+            try:
+                request = await bounded(request, self.parts.settings)
+            except PayloadTooLargeError as error:
+                return self.too_large(request, error)
             form = await request.form()
             if not has_valid_csrf(session, form.get(CSRF_FIELD)):
                 return self.render(
@@ -145,6 +149,17 @@ class Console:
             return mark_read_after(request, response, self.parts.settings.replica_max_lag)
 
         return endpoint
+
+    def too_large(self, request: Request, error: PayloadTooLargeError) -> Response:
+        """413: the form is larger than a request body may be; nothing was read or done."""
+        return self.render(
+            request,
+            "refused.html",
+            status_code=error.http_status,
+            session=None,
+            title="Refused",
+            reason=f"{error.http_status} {error.reason}: {error.message}",
+        )
 
     def to_login(self, request: Request) -> Response:
         """Redirect to the login page."""
@@ -178,6 +193,10 @@ class Console:
 
     async def login(self, request: Request) -> Response:
         """Check the token (as the API checks a bearer token) and start the session."""
+        try:
+            request = await bounded(request, self.parts.settings)
+        except PayloadTooLargeError as error:
+            return self.too_large(request, error)
         form = await request.form()
         if not has_valid_login_nonce(request, form.get("nonce")):
             return self.render(
@@ -188,7 +207,7 @@ class Console:
                 title="Refused",
                 reason="The login form is stale or was sent from another page: reload it.",
             )
-        token = str(form.get("token") or "").strip()
+        token = form_text(form, "token").strip()
         try:
             signed_in_user(self.parts.settings, token)
         except AsanohaError as error:
@@ -306,12 +325,12 @@ class Console:
         form = await request.form()
         back = f"{base_of(request)}/jobs"
         try:
-            payload = json.loads(str(form.get("payload") or "{}"))
-        except json.JSONDecodeError as error:
-            return _back(back, error=f"The payload is not JSON: {error}.")
-        call: dict[str, Any] = {"job": str(form.get("job") or ""), "payload": payload}
-        if form.get("delay"):
-            call["delay"] = str(form.get("delay"))
+            payload = json_field(form, "payload", self.parts.settings)
+        except ValidationError as error:
+            return _back(back, error=_message(calls.Answer(error=error)))
+        call: dict[str, Any] = {"job": form_text(form, "job"), "payload": payload}
+        if form_text(form, "delay"):
+            call["delay"] = form_text(form, "delay")
         answer = await calls.write(
             self.parts.service, request, session.user, "job-admin:write:run", call
         )
@@ -347,7 +366,7 @@ class Console:
         back = f"{base_of(request)}/consumers"
         if operation not in CONSUMER_ACTIONS:
             return _back(back, error=f"There is no consumer operation {operation!r}.")
-        name = str((await request.form()).get("name") or "")
+        name = form_text(await request.form(), "name")
         answer = await calls.write(
             self.parts.service,
             request,
@@ -468,7 +487,8 @@ def _back(path: str, *, notice: str | None = None, error: str | None = None) -> 
 
 def _limit(sent: str | None) -> int:
     """The number of rows asked for: one of ``JOB_ROWS``, else the first."""
-    return int(sent) if sent and sent.isdigit() and int(sent) in JOB_ROWS else JOB_ROWS[0]
+    # Compared as text: int() refuses some digits isdigit() accepts ("²") and long ones.
+    return next((rows for rows in JOB_ROWS if sent == str(rows)), JOB_ROWS[0])
 
 
 def _when(moment: str | None) -> str:

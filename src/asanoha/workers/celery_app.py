@@ -15,12 +15,14 @@ from asanoha.platform.settings import Settings
 from asanoha.workers.attempts import AttemptRunner
 from asanoha.workers.beat import build_beat_schedule
 from asanoha.workers.boot_jobs import enqueue_boot_jobs
+from asanoha.workers.broker_connection import BrokerAMQP
 from asanoha.workers.consumer_tick import add_consumer_tick
 from asanoha.workers.consumer_wake import register_advance_task
 from asanoha.workers.cron_tasks import register_cron_tasks
 from asanoha.workers.job_rows import JobRows, job_rows_for
 from asanoha.workers.job_task import register_job_task
 from asanoha.workers.lanes import lane_queues, queue_for_job, queue_name
+from asanoha.workers.log_hooks import keep_personal_values_out_of_task_lines
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 from asanoha.workers.outcomes import JobOutcomes
 from asanoha.workers.pending import BrokerProbe, make_probe
@@ -76,6 +78,7 @@ class CeleryJobs:
         signals.worker_before_create_process.connect(freeze_before_fork, weak=False)
         signals.worker_ready.connect(self._on_worker_ready, weak=True)
         signals.worker_shutdown.connect(self._on_worker_shutdown, weak=True)
+        keep_personal_values_out_of_task_lines()
 
     def close(self) -> None:
         """Stop the relay, release the probe's broker connection and the claim engine."""
@@ -171,7 +174,8 @@ def freeze_before_fork(**_: Any) -> None:
 
 def _configured_celery(registry: Registry, settings: Settings) -> Celery:
     default_queue = queue_name(settings.queue_prefix, "worker")
-    celery = Celery(f"asanoha.{settings.queue_prefix}", set_as_current=False)
+    # Its connections survive the broker going away (see ``broker_connection``).
+    celery = Celery(f"asanoha.{settings.queue_prefix}", amqp=BrokerAMQP, set_as_current=False)
     celery.conf.update(
         broker_url=settings.broker_url,
         broker_transport_options=_transport_options(

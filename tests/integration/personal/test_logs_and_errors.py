@@ -145,6 +145,51 @@ def test_a_job_stores_its_logs_and_errors_without_the_personal_values(
     assert (run.status, run.logs) == ("succeeded", PLAIN_LINES)
 
 
+class CeleryLines(logging.Handler):
+    """The lines Celery's task tracer logs, as a text formatter writes them (tracebacks
+    included), and the ``data`` Celery attaches to them (the JSON format writes it out)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{self.format(record)} {getattr(record, 'data', '')}")
+
+
+@pytest.fixture
+def celery_lines() -> Any:
+    tracer = logging.getLogger("celery.app.trace")
+    lines, level = CeleryLines(), tracer.level
+    tracer.addHandler(lines)
+    tracer.setLevel(logging.INFO)
+    yield lines
+    tracer.removeHandler(lines)
+    tracer.setLevel(level)
+
+
+def test_celerys_retry_and_failure_lines_hold_no_personal_value(
+    asanoha_stack: Callable[..., Any], celery_lines: CeleryLines
+) -> None:
+    stack = asanoha_stack(features=[plogs], jobs=True)
+    stack.http.write_ok(
+        "plogs:write:patient:create",
+        {"email": EMAIL, "name": NAME, "initials": "AL", "plan": "gold"},
+        ADMIN,
+    )
+    with pytest.raises(JobFailedError):
+        stack.drain()
+    retry = [line for line in celery_lines.lines if " retry: " in line]
+    failure = [line for line in celery_lines.lines if "raised unexpected" in line]
+    assert len(retry) == 1 and len(failure) == 1, celery_lines.lines
+    assert f"mail to {MARKER} bounced" in retry[0]
+    assert f"mail to {MARKER} bounced" in failure[0]
+    # The traceback the failure line carries too.
+    assert "Traceback" in failure[0]
+    assert [line for line in celery_lines.lines if EMAIL in line or NAME in line] == []
+
+
 def test_a_refusal_a_job_keeps_under_its_key_holds_no_personal_value(stack: Any) -> None:
     row = stack.http.write_ok("plogs:write:contact:create", {"email": CONTACT}, ADMIN)
     stack.dispatch_job("plogs:job:check", {"id": row["id"]}, ADMIN)

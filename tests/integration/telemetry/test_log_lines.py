@@ -66,6 +66,35 @@ def test_a_line_logged_in_a_handler_names_its_tenant_handler_and_request(asanoha
     assert dict(log_fields()) == {}
 
 
+def test_each_item_of_a_batch_logs_with_the_fields_of_a_single_write(asanoha_stack, json_lines):
+    feature = Feature("notes")
+
+    @feature.write_handler("log", access=Access(roles=["Editor"]))
+    def log_it(payload: Note, ctx: Any) -> None:
+        logging.getLogger("asanoha.test").info("writing a note")
+
+    @feature.write_handler("other", access=Access(roles=["Editor"]))
+    def log_other(payload: Note, ctx: Any) -> None:
+        logging.getLogger("asanoha.test").info("writing another")
+
+    stack = asanoha_stack([feature])
+    items = [("notes:write:log", {"text": SECRET}), ("notes:write:other", {"text": "b"})]
+    headers = {"X-Request-ID": "batch-request-1"}
+    stack.http.batch_ok(items, EDITOR, headers=headers)
+    stack.http.write_ok("notes:write:log", {"text": "c"}, EDITOR, headers=headers)
+    first, second, single = parsed(json_lines)
+    assert (first["handler"], second["handler"]) == ("notes:write:log", "notes:write:other")
+    for line in (first, second):
+        # What a single write's line carries, each item's handler its own.
+        assert {key: line[key] for key in ("tenant", "request_id")} == {
+            key: single[key] for key in ("tenant", "request_id")
+        }
+        assert set(single) - {"message"} <= set(line)
+    assert single["tenant"] == "tenant-b" and single["request_id"] == "batch-request-1"
+    assert SECRET not in json_lines.getvalue()
+    assert dict(log_fields()) == {}
+
+
 def test_a_line_inside_a_span_carries_its_trace_and_span_ids(json_lines):
     telemetry.use_tracer_provider(TracerProvider())
     try:

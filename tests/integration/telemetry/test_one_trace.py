@@ -175,3 +175,40 @@ def test_health_probes_make_no_spans(asanoha_stack, spans):
     stack.http.write_ok("shop:write:note:create", {"text": "x"}, EDITOR)
     servers = [s for s in spans.get_finished_spans() if s.kind.name == "SERVER"]
     assert [s.name for s in servers] == ["POST /api/write/shop:write:note:create"]
+
+
+def test_a_batch_is_a_span_and_each_item_the_span_a_single_write_makes(asanoha_stack, spans):
+    stack = asanoha_stack([shop([], [])])
+    create = "shop:write:note:create"
+    stack.http.batch_ok([(create, {"text": SECRET}), (create, {"text": "b"})], EDITOR)
+    found = list(spans.get_finished_spans())
+    (server,) = [span for span in found if span.kind.name == "SERVER"]
+    (batch,) = named(found, "asanoha.batch")
+    assert batch.parent is not None and batch.parent.span_id == server.context.span_id
+    assert batch.attributes is not None
+    assert batch.attributes["asanoha.tenant"] == "tenant-a"
+    assert batch.attributes["asanoha.outcome"] == "ok"
+    items = named(found, f"asanoha.write {create}")
+    assert len(items) == 2
+    for item in items:
+        assert item.parent is not None and item.parent.span_id == batch.context.span_id
+        assert item.attributes is not None
+        assert item.attributes["asanoha.handler"] == create
+        assert item.attributes["asanoha.tenant"] == "tenant-a"
+        assert item.attributes["asanoha.entry.handler"] == create
+        assert item.attributes["asanoha.entry.risk"] in ("low", "mid", "high")
+        assert item.attributes["asanoha.outcome"] == "ok"
+    for span in found:
+        for value in (span.attributes or {}).values():
+            assert SECRET not in str(value)
+
+
+def test_the_failing_item_of_a_batch_and_the_batch_record_the_refusal(asanoha_stack, spans):
+    stack = asanoha_stack([shop([], [])])
+    create = "shop:write:note:create"
+    stack.http.batch_err([(create, {"text": "a"}), (create, {"text": 5})], EDITOR)
+    found = list(spans.get_finished_spans())
+    (batch,) = named(found, "asanoha.batch")
+    assert (batch.attributes or {}).get("asanoha.outcome") == "refused"
+    outcomes = [(s.attributes or {}).get("asanoha.outcome") for s in named(found, "asanoha.write")]
+    assert sorted(outcomes) == ["ok", "refused"]

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from starlette.requests import Request
+from starlette.types import Message, Receive
 
 from asanoha.platform.errors import PayloadTooLargeError, Reasons, ValidationError
 
@@ -88,6 +89,22 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
             raise PayloadTooLargeError(limit=max_bytes)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def replay_body(request: Request, body: bytes) -> Receive:
+    """A ``receive`` that hands on ``body`` (read already, within the limits) as the whole
+    request body, then what the client sends next (its disconnect): for a reader that takes
+    the body from ``receive`` itself, a form parser or an SDK."""
+    replayed = False
+
+    async def receive() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await request.receive()
+
+    return receive
 
 
 async def read_json_body(request: Request, *, max_bytes: int, max_depth: int) -> Any:

@@ -4,6 +4,7 @@ replayed that write (see ``store.replica``)."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 from starlette.requests import Request
@@ -11,7 +12,9 @@ from starlette.responses import Response
 
 from asanoha.platform.errors import Reasons, ValidationError
 from asanoha.platform.service import Service
-from asanoha.platform.store.replica import ReadAfter, valid_position
+from asanoha.platform.store.replica import PRIMARY_ONLY, ReadAfter, valid_position
+
+log = logging.getLogger("asanoha.http")
 
 #: The response header of a write, and the request header of a query: the write's position.
 READ_AFTER_HEADER = "Asanoha-Read-After"
@@ -36,8 +39,20 @@ def read_after_of(request: Request) -> ReadAfter:
 
 def note_write(request: Request, service: Service) -> None:
     """Keep the primary's position after the caller's write for its answer (a round trip,
-    made only when the application has a read replica)."""
-    position = service.commit_position()
+    made only when the application has a read replica).
+
+    Never raises: the write has committed, and answering it as failed would have the caller
+    repeat it. When the position cannot be read, the answer carries ``PRIMARY_ONLY`` so the
+    caller's next reads go to the primary instead of a standby that may lack the write."""
+    try:
+        position = service.commit_position()
+    except Exception as error:
+        log.warning(
+            "reading the commit position after a write failed (%s); the writer reads the "
+            "primary for now",
+            type(error).__name__,
+        )
+        position = PRIMARY_ONLY
     if position is not None:
         request.state.read_after = position
 

@@ -28,7 +28,6 @@ from asanoha.platform.errors import (
     Reasons,
     UnprocessableError,
 )
-from asanoha.platform.log_context import bound_log_fields
 from asanoha.platform.metrics import (
     count_after_commit_failure,
     count_failed_write,
@@ -59,6 +58,7 @@ from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.job_enqueue import JobEnqueuer, JobRequest
 from asanoha.platform.service.keyed_writes import KeyedWrites
+from asanoha.platform.service.observed import note_entry, observed
 from asanoha.platform.service.outbox import OutboxPublisher
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.rate_limits import RateLimiter
@@ -202,15 +202,7 @@ class Service:
             )
             return self._run_nested(parent, handler, model, user, key, replay)
         meta = meta or RequestMeta()
-        with (
-            telemetry.dispatch_span("write", qn, user.tenant_id) as span,
-            bound_log_fields(
-                request_id=meta.request_id,
-                correlation_id=meta.correlation_id,
-                tenant=user.tenant_id,
-                handler=qn,
-            ),
-        ):
+        with observed("write", qn, user, meta) as span:
             return self._dispatch_top_write(
                 qn, payload, user, meta, origin, acting, approval, reads, idempotency_key,
                 replay, span,
@@ -244,8 +236,7 @@ class Service:
             def run(conn: Connection) -> Any:
                 request = self._open(conn, "write", handler, user, meta, origin, plan.entry)
                 opened.append(request)
-                span.set("entry.handler", handler.qn)
-                span.set("entry.risk", plan.entry.risk)
+                note_entry(span, request)
                 request.acting = acting
                 request.reads = reads
                 if plan.approved_for_agents:
@@ -268,8 +259,7 @@ class Service:
         except Exception:
             count_write(qn, "failed", "internal")
             raise
-        count_write(qn, "ok")
-        self.after_commit(request)
+        self._committed([qn], request)
         return result
 
     def dispatch_batch(
@@ -287,6 +277,18 @@ class Service:
         ``idempotency_key`` keeps the batch's first outcome as ``dispatch_write`` does; the
         digest covers every item's handler and payload.
         """
+        with observed("batch", idempotency.BATCH_SCOPE, user, meta) as span:
+            span.set("batch.items", len(items))
+            return self._dispatch_batch(items, user, meta, idempotency_key, replay)
+
+    def _dispatch_batch(
+        self,
+        items: Sequence[tuple[str, Any]],
+        user: SessionUser,
+        meta: RequestMeta | None,
+        idempotency_key: str | None,
+        replay: idempotency.Replay | None,
+    ) -> list[Any]:
         key: idempotency.IdempotencyKey | None = None
         if idempotency_key is not None:
             digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
@@ -312,10 +314,7 @@ class Service:
             results = list(kept)
             if replayed:
                 return results
-        for qn, _ in items:
-            count_write(qn, "ok")
-        if holder:
-            self.after_commit(holder[0])
+        self._committed([qn for qn, _ in items], holder[0] if holder else None)
         return results
 
     def _run_batch_items(
@@ -327,30 +326,46 @@ class Service:
         results: list[Any],
         holder: list[Request],
     ) -> None:
-        """The items of a batch in order; ``holder`` gets the root request when one opens."""
+        """The items of a batch in order; ``holder`` gets the root request when one opens.
+        Each item is traced and logged as a single write of its handler."""
         for index, (qn, payload) in enumerate(items):
             try:
-                handler, model = self._admit(qn, "write", payload, user)
-                plan = self.plan_of(handler)
-                if plan.rate_limited:
-                    self._check_rate(handler, user, meta)
-                if not holder:
-                    holder.append(self._open(conn, "write", handler, user, meta, None, plan.entry))
-                    request = holder[0]
-                else:
-                    entry = plan.entry
-                    request = holder[0].with_entry(
-                        entry,
-                        WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
+                with observed("write", qn, user, meta) as span:
+                    results.append(
+                        self._run_batch_item(conn, qn, payload, user, meta, holder, span)
                     )
-                if plan.approved_for_agents:
-                    # A batch carries no approval tokens: an agent's high-risk item is refused.
-                    self.approvals.require(conn, handler, model, user, None, request.request_id)
-                results.append(self._run_write(request, plan, model, user))
             except AsanohaError as error:
                 error.details["index"] = index
                 count_failed_write(qn, error)
                 raise
+
+    def _run_batch_item(
+        self,
+        conn: Connection,
+        qn: str,
+        payload: Any,
+        user: SessionUser,
+        meta: RequestMeta | None,
+        holder: list[Request],
+        span: telemetry.Span,
+    ) -> Any:
+        handler, model = self._admit(qn, "write", payload, user)
+        plan = self.plan_of(handler)
+        if plan.rate_limited:
+            self._check_rate(handler, user, meta)
+        if not holder:
+            holder.append(self._open(conn, "write", handler, user, meta, None, plan.entry))
+            request = holder[0]
+        else:
+            entry = plan.entry
+            request = holder[0].with_entry(
+                entry, WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk)
+            )
+        note_entry(span, request)
+        if plan.approved_for_agents:
+            # A batch carries no approval tokens: an agent's high-risk item is refused.
+            self.approvals.require(conn, handler, model, user, None, request.request_id)
+        return self._run_write(request, plan, model, user)
 
     @contextmanager
     def unit_of_work(
@@ -379,6 +394,17 @@ class Service:
             yield request
         self.after_commit(request)
 
+    def _committed(self, qns: Sequence[str], request: Request | None) -> None:
+        """Count the committed writes of ``qns`` and run ``after_commit``. Never raises: the
+        write has committed, and an error answer would have its caller repeat it."""
+        try:
+            for qn in qns:
+                count_write(qn, "ok")
+        except Exception:
+            log.warning("counting a committed write failed", exc_info=True)
+        if request is not None:
+            self.after_commit(request)
+
     def after_commit(self, request: Request) -> None:
         """Publish the request's outbox rows and tell the commit listeners. Never raises: the
         write has committed, so its caller gets its result; what fails is left to the relay."""
@@ -395,7 +421,11 @@ class Service:
                     listener(request.appended)
                 except Exception:
                     log.warning("commit listener %r failed", listener, exc_info=True)
-            self._run_after_commit_hooks(request.appended)
+            try:
+                self._run_after_commit_hooks(request.appended)
+            except Exception:
+                # Each hook's failure is caught below; this is the bookkeeping around them.
+                log.warning("running the after_commit hooks failed", exc_info=True)
 
     def _run_after_commit_hooks(self, events: Sequence[StoredEvent]) -> None:
         """Each entity's ``after_commit`` hooks with its committed events. A failure is logged
@@ -489,21 +519,12 @@ class Service:
         if parent is not None:
             handler, model = self._admit(qn, "query", payload, user)
             return handler.func(model, QueryContext(self, parent, handler, user))
-        with (
-            telemetry.dispatch_span("query", qn, user.tenant_id) as span,
-            bound_log_fields(
-                request_id=meta.request_id if meta else None,
-                correlation_id=meta.correlation_id if meta else None,
-                tenant=user.tenant_id,
-                handler=qn,
-            ),
-        ):
+        with observed("query", qn, user, meta) as span:
             handler, model = self._admit(qn, "query", payload, user)
             self._check_rate(handler, user, meta)
             with self._reading(handler, read_after, span) as conn:
                 request = self._open(conn, "query", handler, user, meta, None)
-                span.set("entry.handler", handler.qn)
-                span.set("entry.risk", request.entry.risk if request.entry else None)
+                note_entry(span, request)
                 request.reads = reads
                 return handler.func(model, QueryContext(self, request, handler, user))
 

@@ -56,6 +56,12 @@ _STANDBY_STATE = text(
 _HAS_REPLAYED = text(f"SELECT {_REPLAYED}")
 
 
+#: The highest LSN, which no standby replays: the position handed to a writer when its
+#: write's position could not be read, so that its reads go to the primary (the cookie
+#: carrying it lives as long as the replica may lag, as a real position's does).
+PRIMARY_ONLY = "FFFFFFFF/FFFFFFFF"
+
+
 def valid_position(position: str) -> bool:
     """Whether ``position`` is an LSN (``16/B374D848``)."""
     return bool(LSN_PATTERN.match(position))
@@ -89,7 +95,15 @@ class ReadReplica:
         self._down_until = 0.0
 
     def commit_position(self) -> str:
-        """The primary's WAL insert position now: at or past every commit made before."""
+        """The primary's WAL insert position now: at or past every commit made before.
+
+        Read after the commit, never inside the write's transaction: a transaction becomes
+        visible on the standby when its commit record is replayed, and that record is
+        inserted by COMMIT itself, so a position read before it (on any connection) lies
+        before the record and a standby replayed up to it may still lack the write. Once
+        COMMIT has returned, the insert position of any connection is past the record; a
+        pooled connection serves as well as the write's own.
+        """
         with self.primary.engine.connect() as conn:
             return str(conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn()").scalar_one())
 
