@@ -18,10 +18,11 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import Connection, Engine, event
 
+from asanoha.platform.model.entity import Entity
 from asanoha.platform.personal import cipher, redaction, subject_keys
-from asanoha.platform.personal.blind_index import blind_hash
+from asanoha.platform.personal.blind_index import blind_column, blind_hash, blind_indexed_fields
 from asanoha.platform.personal.master_keys import KeyWrapper
-from asanoha.platform.personal.sentinel import FORGOTTEN
+from asanoha.platform.personal.sentinel import FORGOTTEN, FORGOTTEN_TEXT
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
 
@@ -147,6 +148,12 @@ def reveal(conn: Connection, value: Any) -> Any:
     if personal is None or not personal.encrypts:
         return value
     return personal.vault(conn).reveal(value)
+
+
+def vault_of(conn: Connection) -> Vault | None:
+    """The vault of ``conn``'s transaction (``None``: its engine stores no personal data)."""
+    personal = _BY_ENGINE.get(conn.engine)
+    return None if personal is None else personal.vault(conn)
 
 
 class Vault:
@@ -310,6 +317,37 @@ class Vault:
         if value is None:
             return None
         return blind_hash(self.data.index_key(self, tenant_id), scope, field, value)
+
+    def blind_columns(
+        self, entity: Entity, scope: str, tenant_id: str, values: Mapping[str, Any]
+    ) -> dict[str, str | None]:
+        """The blind index columns of the indexed personal fields in ``values`` (as an
+        event's payload holds them, in the newest shape), each from the value opened: an
+        index follows the field's current name, and a forgotten value has none."""
+        indexed = blind_indexed_fields(entity)
+        return {
+            blind_column(name): self._blind_of_stored(tenant_id, scope, name, values[name])
+            for name in indexed
+            if name in values
+        }
+
+    def _blind_of_stored(self, tenant_id: str, scope: str, field: str, stored: Any) -> str | None:
+        if stored is None or stored is FORGOTTEN or stored == FORGOTTEN_TEXT:
+            return None
+        if not cipher.is_sealed(stored):
+            # Plaintext mode (or a value stored before a master key was set): as it is.
+            return self.blind(tenant_id, scope, field, stored)
+        if stored in self._opened:
+            return self.blind(tenant_id, scope, field, self._opened[stored])
+        sealed = cipher.parse(stored)
+        made = None
+        if sealed is not None and self.data.wrapper is not None:
+            made = self._cipher(sealed.key_ref, create=False)
+        if sealed is None or made is None:
+            return None
+        # Not kept in the vault: a rebuild opens every value of a table in one transaction.
+        ok, value = cipher.open_sealed(made, sealed)
+        return self.blind(tenant_id, scope, field, value) if ok else None
 
     def prepare(self, value: Any) -> None:
         """Read the keys of every sealed text in ``value`` not yet held, in one query."""
