@@ -359,8 +359,8 @@ class Vault:
         """``value`` (any JSON) with every sealed text opened; a forgotten one is
         ``FORGOTTEN``, one that does not open stays as it is."""
         found: list[cipher.Sealed] = []
-        _collect(value, found, self._opened)
-        if not found:
+        # Texts this vault opened already are not parsed again, but opened all the same.
+        if not _collect(value, found, self._opened):
             return value
         self.preload(sealed.key_ref for sealed in found)
         return self._open_all(value)
@@ -421,19 +421,25 @@ class Vault:
         return value
 
 
-def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -> None:
-    """The sealed texts in ``value`` that are not ``known`` already."""
+def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -> bool:
+    """The sealed texts in ``value`` that are not ``known`` already; whether ``value`` holds
+    any sealed text (known or not)."""
     if isinstance(value, str):
-        if cipher.is_sealed(value) and value not in known:
+        if not cipher.is_sealed(value):
+            return False
+        if value not in known:
             sealed = cipher.parse(value)
             if sealed is not None:
                 found.append(sealed)
-    elif isinstance(value, dict):
+        return True
+    seen = False
+    if isinstance(value, dict):
         for inner in value.values():
-            _collect(inner, found, known)
+            seen = _collect(inner, found, known) or seen
     elif isinstance(value, list):
         for inner in value:
-            _collect(inner, found, known)
+            seen = _collect(inner, found, known) or seen
+    return seen
 
 
 #: Built once: ``json.dumps`` with arguments builds an encoder on every call.

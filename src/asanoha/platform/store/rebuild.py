@@ -224,8 +224,14 @@ class _Replay:
         vault = projection_vault(conn, self.entity_def)
         after = 0
         while True:
+            # Sealed: the row keeps the values as the events hold them.
             page = read_events(
-                conn, self.tables, after=after, stream_id=stream_id, tenant_id=tenant_id
+                conn,
+                self.tables,
+                after=after,
+                stream_id=stream_id,
+                tenant_id=tenant_id,
+                opened=False,
             )
             for event in page:
                 if event.id <= self.position:
