@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser
-from asanoha.platform.personal.events import reveal_event
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
@@ -153,9 +152,10 @@ class JobContext:
             return None
         if self._trigger_event is None:
             with self._service.database.connect() as conn:
-                found = read_event(conn, self._service.tables, self.meta.trigger_event_id)
                 # Its personal values opened (FORGOTTEN once forgotten), as consumers get it.
-                self._trigger_event = None if found is None else reveal_event(conn, found)
+                self._trigger_event = read_event(
+                    conn, self._service.tables, self.meta.trigger_event_id
+                )
         return self._trigger_event
 
     def write(self, qn: str, payload: Any, *, idempotency_key: str | None = None) -> Any:

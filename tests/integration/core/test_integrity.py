@@ -49,6 +49,7 @@ def detail(stack: Any, row_id: Any, user: SessionUser = ADMIN) -> Any:
 
 
 def stream(stack: Any, row_id: Any, tenant_id: str = ADMIN.tenant_id) -> list[Any]:
+    """The stream's events as stored (personal values sealed)."""
     events: list[Any] = []
     with stack.db.connect() as conn:
         while True:
@@ -58,6 +59,7 @@ def stream(stack: Any, row_id: Any, tenant_id: str = ADMIN.tenant_id) -> list[An
                 after=events[-1].id if events else 0,
                 stream_id=str(row_id),
                 tenant_id=tenant_id,
+                opened=False,
             )
             if not page:
                 return events

@@ -161,6 +161,15 @@ class Entity:
             for read, upcaster in sorted(self.upcasters.items())
         }
 
+    def retired_event_keys(self, verb: str) -> frozenset[str]:
+        """The payload keys its ``verb`` events carried in older releases and readers no
+        longer get: ``blind``, the blind indexes of personal values, which are now computed
+        where the row is written (an index kept in the event would still match a value
+        after its subject was forgotten)."""
+        if verb in ("created", "updated") and self.personal_fields:
+            return frozenset({"blind"})
+        return frozenset()
+
     @functools.cached_property
     def personal_fields(self) -> frozenset[str]:
         """Names of the fields that hold personal data."""

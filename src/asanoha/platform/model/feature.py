@@ -104,6 +104,7 @@ class Feature:
                     model=None,
                     schema_version=entity.version,
                     upcasters=entity.event_upcasters(verb),
+                    retired_keys=entity.retired_event_keys(verb),
                 )
             )
         return entity_def

@@ -121,6 +121,9 @@ class EventDef:
     schema_version: int = 1
     #: The version each upcaster reads -> ``up(payload)``, the payload of the next version.
     upcasters: Mapping[int, PayloadUpcaster] = field(default_factory=dict)
+    #: Top-level payload keys that older releases of the platform wrote and no reader gets
+    #: (dropped on read, whatever the event's version).
+    retired_keys: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         check_versions(f"event {self.qn!r}", self.schema_version, self.upcasters)

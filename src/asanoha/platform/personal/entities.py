@@ -47,16 +47,17 @@ def seal_entity_values(
     row_id: str,
     encoded: Mapping[str, Any],
     current: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], dict[str, str | None]]:
-    """``encoded`` (event payload values) with the personal ones sealed, and the blind index
-    of each indexed personal field written."""
+) -> dict[str, Any]:
+    """``encoded`` (event payload values) with the personal ones sealed.
+
+    Their blind indexes are not part of the event: the projection computes them from the
+    opened values (``Vault.blind_columns``), so that they follow a renamed field and no
+    stored event holds an index that would still match a forgotten value."""
     entity = entity_def.entity
     personal = entity.personal_fields
     if personal.isdisjoint(encoded):
-        return dict(encoded), {}
-    indexed = blind_indexed_fields(entity)
+        return dict(encoded)
     sealed: dict[str, Any] = {}
-    blind: dict[str, str | None] = {}
     for name, value in encoded.items():
         if name not in personal:
             sealed[name] = value
@@ -71,9 +72,7 @@ def seal_entity_values(
             # A row being created is a new subject: its key is made without a look first.
             new_subject=current is None and subject == row_id,
         )
-        if name in indexed:
-            blind[name] = vault.blind(tenant_id, entity_def.key, name, value)
-    return sealed, blind
+    return sealed
 
 
 def reveal_rows(vault: Vault, entity_def: EntityDef, rows: list[Row]) -> list[Row]:

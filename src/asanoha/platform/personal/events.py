@@ -4,16 +4,19 @@ consumers are given: opened."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
 from asanoha.platform.model.handlers import EventDef
 from asanoha.platform.personal.sentinel import FORGOTTEN
 from asanoha.platform.personal.subject_keys import TENANT_SUBJECT
-from asanoha.platform.personal.vault import Vault, reveal
-from asanoha.platform.store.events import StoredEvent
+from asanoha.platform.personal.vault import Vault, reveal, vault_of
+
+if TYPE_CHECKING:
+    # Only named: ``store.events`` opens the events it reads through this module.
+    from asanoha.platform.store.events import StoredEvent
 
 
 def seal_event_payload(
@@ -41,3 +44,12 @@ def reveal_event(conn: Connection, event: StoredEvent) -> StoredEvent:
     consumers get it."""
     payload = reveal(conn, event.payload)
     return event if payload is event.payload else dataclasses.replace(event, payload=payload)
+
+
+def reveal_events(conn: Connection, events: Sequence[StoredEvent]) -> list[StoredEvent]:
+    """Each of ``events`` as ``reveal_event`` gives it, the keys of all of them read in one
+    query."""
+    vault = vault_of(conn)
+    if vault is not None and vault.data.encrypts:
+        vault.prepare([event.payload for event in events])
+    return [reveal_event(conn, event) for event in events]

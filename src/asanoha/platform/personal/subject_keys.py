@@ -1,7 +1,10 @@
 """The rows of ``asanoha_subject_keys``: one wrapped data key per (tenant, subject).
 
 A forgotten subject keeps its row without the key (who forgot it, when, and why): its values
-can never be opened again, and no new key is made for it.
+can never be opened again, and no new key is made for it. Every statement that writes a row
+is guarded on its own (an insert never replaces a row, a rotation writes only over the live
+key it read, a forget is one insert-or-update), so that no writer racing a forget brings the
+key back.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, select, tuple_, update
+from sqlalchemy import ColumnElement, Connection, Table, and_, select, tuple_, update
 
 from asanoha.platform.personal.master_keys import KEY_BYTES, KeyWrapper
 from asanoha.platform.store.backends import Backend
@@ -32,6 +35,13 @@ class KeyRow:
     tenant_id: str
     subject: str
     data_key: bytes | None
+
+
+def is_alive(keys: Table) -> ColumnElement[bool]:
+    """The condition of a key row that holds a key: every statement that writes a key into
+    a row carries it, so that a destroyed key stays destroyed (a forgotten row is never
+    written again, whatever a writer read before)."""
+    return and_(keys.c.forgotten_at.is_(None), keys.c.wrapped_key.is_not(None))
 
 
 def _context(tenant_id: str, subject: str) -> bytes:
@@ -108,28 +118,23 @@ def destroy(
     gets the tombstone, so that none is made for it later)."""
     keys = tables.subject_keys
     now = dt.datetime.now(dt.UTC)
-    tombstone = {
+    tombstone: dict[str, Any] = {
         "wrapped_key": None,
         "master_key_id": None,
         "forgotten_at": now,
         "forgotten_by": by,
         "forgotten_reason": reason,
     }
-    changed = conn.execute(
-        update(keys)
-        .where(
-            keys.c.tenant_id == tenant_id,
-            keys.c.subject == subject,
-            keys.c.forgotten_at.is_(None),
-        )
-        .values(tombstone)
-    ).rowcount
-    if not changed:
-        backend.insert_unless_exists(
-            conn,
-            keys,
-            {"tenant_id": tenant_id, "subject": subject, "created_at": now} | tombstone,
-        )
+    # One statement: an update of the row and an insert when there is none, as two, would
+    # let a key made in between (a row being created) survive the forget. The first
+    # forget's who, when and why are kept.
+    backend.insert_or_update(
+        conn,
+        keys,
+        {"tenant_id": tenant_id, "subject": subject, "created_at": now} | tombstone,
+        tombstone,
+        keys.c.forgotten_at.is_(None),
+    )
 
 
 def rotate(conn: Connection, tables: Tables, wrapper: KeyWrapper) -> int:
@@ -137,16 +142,23 @@ def rotate(conn: Connection, tables: Tables, wrapper: KeyWrapper) -> int:
     keys = tables.subject_keys
     query = select(
         keys.c.tenant_id, keys.c.subject, keys.c.wrapped_key, keys.c.master_key_id
-    ).where(keys.c.wrapped_key.is_not(None), keys.c.master_key_id != wrapper.current_key_id)
+    ).where(is_alive(keys), keys.c.master_key_id != wrapper.current_key_id)
     count = 0
     for tenant_id, subject, wrapped, key_id in conn.execute(query).all():
         context = _context(tenant_id, subject)
         data_key = wrapper.unwrap(key_id, base64.b64decode(wrapped), context)
         new_id, rewrapped = wrapper.wrap(data_key, context)
-        conn.execute(
+        # The key is read without a lock: written back only while it is the one read. A
+        # forget (or another rotation) that committed in between wins; on Postgres the
+        # statement waits for one still running and checks its condition again after it.
+        count += conn.execute(
             update(keys)
-            .where(keys.c.tenant_id == tenant_id, keys.c.subject == subject)
+            .where(
+                keys.c.tenant_id == tenant_id,
+                keys.c.subject == subject,
+                is_alive(keys),
+                keys.c.wrapped_key == wrapped,
+            )
             .values(wrapped_key=base64.b64encode(rewrapped).decode(), master_key_id=new_id)
-        )
-        count += 1
+        ).rowcount
     return count

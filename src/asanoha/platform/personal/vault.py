@@ -18,10 +18,11 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import Connection, Engine, event
 
+from asanoha.platform.model.entity import Entity
 from asanoha.platform.personal import cipher, redaction, subject_keys
-from asanoha.platform.personal.blind_index import blind_hash
+from asanoha.platform.personal.blind_index import blind_column, blind_hash, blind_indexed_fields
 from asanoha.platform.personal.master_keys import KeyWrapper
-from asanoha.platform.personal.sentinel import FORGOTTEN
+from asanoha.platform.personal.sentinel import FORGOTTEN, FORGOTTEN_TEXT
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
 
@@ -147,6 +148,12 @@ def reveal(conn: Connection, value: Any) -> Any:
     if personal is None or not personal.encrypts:
         return value
     return personal.vault(conn).reveal(value)
+
+
+def vault_of(conn: Connection) -> Vault | None:
+    """The vault of ``conn``'s transaction (``None``: its engine stores no personal data)."""
+    personal = _BY_ENGINE.get(conn.engine)
+    return None if personal is None else personal.vault(conn)
 
 
 class Vault:
@@ -311,6 +318,37 @@ class Vault:
             return None
         return blind_hash(self.data.index_key(self, tenant_id), scope, field, value)
 
+    def blind_columns(
+        self, entity: Entity, scope: str, tenant_id: str, values: Mapping[str, Any]
+    ) -> dict[str, str | None]:
+        """The blind index columns of the indexed personal fields in ``values`` (as an
+        event's payload holds them, in the newest shape), each from the value opened: an
+        index follows the field's current name, and a forgotten value has none."""
+        indexed = blind_indexed_fields(entity)
+        return {
+            blind_column(name): self._blind_of_stored(tenant_id, scope, name, values[name])
+            for name in indexed
+            if name in values
+        }
+
+    def _blind_of_stored(self, tenant_id: str, scope: str, field: str, stored: Any) -> str | None:
+        if stored is None or stored is FORGOTTEN or stored == FORGOTTEN_TEXT:
+            return None
+        if not cipher.is_sealed(stored):
+            # Plaintext mode (or a value stored before a master key was set): as it is.
+            return self.blind(tenant_id, scope, field, stored)
+        if stored in self._opened:
+            return self.blind(tenant_id, scope, field, self._opened[stored])
+        sealed = cipher.parse(stored)
+        made = None
+        if sealed is not None and self.data.wrapper is not None:
+            made = self._cipher(sealed.key_ref, create=False)
+        if sealed is None or made is None:
+            return None
+        # Not kept in the vault: a rebuild opens every value of a table in one transaction.
+        ok, value = cipher.open_sealed(made, sealed)
+        return self.blind(tenant_id, scope, field, value) if ok else None
+
     def prepare(self, value: Any) -> None:
         """Read the keys of every sealed text in ``value`` not yet held, in one query."""
         found: list[cipher.Sealed] = []
@@ -321,8 +359,8 @@ class Vault:
         """``value`` (any JSON) with every sealed text opened; a forgotten one is
         ``FORGOTTEN``, one that does not open stays as it is."""
         found: list[cipher.Sealed] = []
-        _collect(value, found, self._opened)
-        if not found:
+        # Texts this vault opened already are not parsed again, but opened all the same.
+        if not _collect(value, found, self._opened):
             return value
         self.preload(sealed.key_ref for sealed in found)
         return self._open_all(value)
@@ -383,19 +421,25 @@ class Vault:
         return value
 
 
-def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -> None:
-    """The sealed texts in ``value`` that are not ``known`` already."""
+def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -> bool:
+    """The sealed texts in ``value`` that are not ``known`` already; whether ``value`` holds
+    any sealed text (known or not)."""
     if isinstance(value, str):
-        if cipher.is_sealed(value) and value not in known:
+        if not cipher.is_sealed(value):
+            return False
+        if value not in known:
             sealed = cipher.parse(value)
             if sealed is not None:
                 found.append(sealed)
-    elif isinstance(value, dict):
+        return True
+    seen = False
+    if isinstance(value, dict):
         for inner in value.values():
-            _collect(inner, found, known)
+            seen = _collect(inner, found, known) or seen
     elif isinstance(value, list):
         for inner in value:
-            _collect(inner, found, known)
+            seen = _collect(inner, found, known) or seen
+    return seen
 
 
 #: Built once: ``json.dumps`` with arguments builds an encoder on every call.

@@ -3,7 +3,9 @@
 No stored event, job payload or result is rewritten: they hold the subject's values sealed
 under its key (see ``asanoha.platform.personal``), so once the key is gone every copy, in
 every table and in every backup taken before, reads as ``FORGOTTEN``. The subject's key row
-stays as a tombstone (who, when, why), so that no new key is ever made for it.
+stays as a tombstone (who, when, why), so that no new key is ever made for it, and the blind
+indexes of its values are cleared from their rows (a filter on a forgotten value matches
+nothing).
 
 Forgetting cannot be undone, so this operation checks the irreversible gate itself, with the
 request it runs in: the entity executor's ``forget``, the bundled ``forget-subject`` handler
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from asanoha.platform.personal import subject_keys
+from asanoha.platform.personal.blind_index import forget_blind_indexes
 from asanoha.platform.personal.vault import PersonalData
 from asanoha.platform.service import gates
 from asanoha.platform.service.request import Request
@@ -51,3 +54,6 @@ def forget_subject(
         conn, personal.backend, personal.tables, tenant_id, subject, by=by, reason=reason
     )
     personal.vault(conn).forgotten(tenant_id, subject)
+    if personal.encrypts:
+        # Without a master key the values themselves stay: so do their indexes.
+        forget_blind_indexes(conn, personal.tables, tenant_id, subject)

@@ -606,15 +606,15 @@ class EntityExecutor(EntityReader):
     def _sealed(
         self, key: str, stream_id: str, values: Mapping[str, Any], current: Row | None
     ) -> dict[str, Any]:
-        """The event payload of ``values`` under ``key``, personal values sealed (and their
-        blind indexes under ``"blind"``)."""
+        """The event payload of ``values`` under ``key``, personal values sealed."""
         encoded = encode_values(values)
         if self.entity_def.entity.personal_fields.isdisjoint(encoded):
             return {key: encoded}
-        sealed, blind = personal_entities.seal_entity_values(
-            self._vault, self.entity_def, self._user.tenant_id, stream_id, encoded, current
-        )
-        return {key: sealed, "blind": blind} if blind else {key: sealed}
+        return {
+            key: personal_entities.seal_entity_values(
+                self._vault, self.entity_def, self._user.tenant_id, stream_id, encoded, current
+            )
+        }
 
     def _validate(self, model: type[pydantic.BaseModel], data: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -757,7 +757,14 @@ class EntityExecutor(EntityReader):
 
     def _project(self, event: StoredEvent) -> Row | None:
         try:
-            return apply_entity_event(self._conn, self._env.tables, self.entity_def, event)
+            return apply_entity_event(
+                self._conn,
+                self._env.tables,
+                self.entity_def,
+                event,
+                # Blind indexes are computed from the values this vault has just sealed.
+                self._vault if blind_indexed_fields(self.entity_def.entity) else None,
+            )
         except exc.IntegrityError as error:
             raise ConflictError(
                 Reasons.UNIQUE_VIOLATION, entity=self.entity_def.key, index=_constraint_name(error)

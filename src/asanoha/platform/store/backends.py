@@ -79,6 +79,17 @@ class Backend(Protocol):
         """The UTC minute of a timestamp column as text, ``YYYY-MM-DDTHH:MM``: rows grouped by
         it are counted per minute in the database."""
 
+    def insert_or_update(
+        self,
+        conn: Connection,
+        table: Table,
+        row: dict[str, Any],
+        changes: dict[str, Any],
+        where: ColumnElement[bool],
+    ) -> None:
+        """Insert ``row``, or when its primary key exists set ``changes`` on that row if it
+        meets ``where``: one statement, so no writer can slip in between the two."""
+
     def insert_waiting_at_most(
         self, conn: Connection, table: Table, row: dict[str, Any], seconds: float
     ) -> Any:
@@ -108,6 +119,17 @@ class PostgresBackend:
         # yields nothing: exactly one writer of a stream version wins, and the loser's
         # transaction stays usable (no aborted-transaction state to roll back).
         return _insert_unless_exists(conn, table, row, postgresql.insert)
+
+    def insert_or_update(
+        self,
+        conn: Connection,
+        table: Table,
+        row: dict[str, Any],
+        changes: dict[str, Any],
+        where: ColumnElement[bool],
+    ) -> None:
+        # A concurrent inserter of the key is waited for, then its row is updated.
+        _insert_or_update(conn, table, row, changes, where, postgresql.insert)
 
     def insert_pair_unless_exists(
         self,
@@ -241,6 +263,16 @@ class SqliteBackend:
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
         return _insert_unless_exists(conn, table, row, sqlite.insert)
 
+    def insert_or_update(
+        self,
+        conn: Connection,
+        table: Table,
+        row: dict[str, Any],
+        changes: dict[str, Any],
+        where: ColumnElement[bool],
+    ) -> None:
+        _insert_or_update(conn, table, row, changes, where, sqlite.insert)
+
     def insert_pair_unless_exists(
         self,
         conn: Connection,
@@ -291,6 +323,22 @@ def _insert_unless_exists(
         row,
         kind="unless_exists",
         build=lambda: insert(table).on_conflict_do_nothing().returning(*table.primary_key),
+    )
+
+
+def _insert_or_update(
+    conn: Connection,
+    table: Table,
+    row: dict[str, Any],
+    changes: dict[str, Any],
+    where: ColumnElement[bool],
+    insert: Callable[[Table], Any],
+) -> None:
+    """``row`` inserted with the dialect's ``ON CONFLICT (primary key) DO UPDATE ... WHERE``."""
+    conn.execute(
+        insert(table)
+        .values(row)
+        .on_conflict_do_update(index_elements=list(table.primary_key), set_=changes, where=where)
     )
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, func, select
 
 from asanoha.platform import telemetry
 from asanoha.platform.errors import VersionConflictError
+from asanoha.platform.personal import events as personal_events
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
 
@@ -140,9 +141,12 @@ def read_events(
     stream_id: str | None = None,
     tenant_id: str | None = None,
     upcast: bool = True,
+    opened: bool = True,
 ) -> list[StoredEvent]:
     """Events with a position above ``after``, oldest first, in the newest shape of their
-    type (``upcast=False``: as stored, for code that rewrites stored payloads)."""
+    type (``upcast=False``: as stored, for code that rewrites stored payloads), with their
+    personal values opened as consumers get them (``FORGOTTEN`` once forgotten;
+    ``opened=False``: sealed, for code that stores them again, such as a rebuild)."""
     events = tables.events
     query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(events.c.id > after)
     if types is not None:
@@ -153,15 +157,23 @@ def read_events(
         query = query.where(events.c.tenant_id == tenant_id)
     rows = conn.execute(query.order_by(events.c.id).limit(limit)).mappings()
     found = [StoredEvent(**row) for row in rows]
-    return tables.upcasters.upcast_all(found) if upcast else found
+    if upcast:
+        found = tables.upcasters.upcast_all(found)
+    return personal_events.reveal_events(conn, found) if opened else found
 
 
-def read_event(conn: Connection, tables: Tables, event_id: int) -> StoredEvent | None:
-    """The event at position ``event_id`` in the newest shape of its type, or ``None``."""
+def read_event(
+    conn: Connection, tables: Tables, event_id: int, *, opened: bool = True
+) -> StoredEvent | None:
+    """The event at position ``event_id`` in the newest shape of its type, or ``None``;
+    its personal values opened as ``read_events`` opens them."""
     events = tables.events
     query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(events.c.id == event_id)
     row = conn.execute(query).mappings().first()
-    return None if row is None else tables.upcasters.upcast(StoredEvent(**row))
+    if row is None:
+        return None
+    found = tables.upcasters.upcast(StoredEvent(**row))
+    return personal_events.reveal_event(conn, found) if opened else found
 
 
 #: The event columns, in ``StoredEvent``'s field order.

@@ -21,6 +21,7 @@ from asanoha.platform.errors import ConflictError, Reasons
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
+from asanoha.platform.personal import vault as personal_vault
 from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
 from asanoha.platform.store.events import EVENT_COLUMNS, StoredEvent
 from asanoha.platform.store.inserts import execute_insert
@@ -77,10 +78,27 @@ def _personal_text(value: Any) -> Any:
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
 
-def _blind_columns(event: StoredEvent) -> dict[str, Any]:
-    """The blind index columns the event writes (see ``personal.blind_index``)."""
-    blind = event.payload.get("blind") or {}
-    return {blind_column(name): value for name, value in blind.items()}
+def projection_vault(conn: Connection, entity_def: EntityDef) -> personal_vault.Vault | None:
+    """The vault ``row_change`` computes the entity's blind indexes with (``None`` for an
+    entity without any)."""
+    if not blind_indexed_fields(entity_def.entity):
+        return None
+    return personal_vault.vault_of(conn)
+
+
+def _blind_columns(
+    vault: personal_vault.Vault | None,
+    entity_def: EntityDef,
+    tenant_id: str,
+    values: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The blind index columns of ``values`` (see ``Vault.blind_columns``). An index is
+    computed here, where the row is written, from the opened value, never read from the
+    event: a ``blind`` map that older events carry is ignored."""
+    if vault is None:
+        indexed = blind_indexed_fields(entity_def.entity)
+        return {blind_column(name): None for name in indexed if name in values}
+    return vault.blind_columns(entity_def.entity, entity_def.key, tenant_id, values)
 
 
 @dataclass(frozen=True)
@@ -147,8 +165,11 @@ def lock_entity_row(
     return None if version is None else int(version)
 
 
-def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
-    """The row change ``event`` describes (no database access).
+def row_change(
+    entity_def: EntityDef, event: StoredEvent, vault: personal_vault.Vault | None = None
+) -> RowChange:
+    """The row change ``event`` describes (no database access but ``vault``'s, for a key it
+    has not read yet: the blind indexes are computed from the opened values).
 
     Only the entity's own event types change fields. Any other event on the stream (a domain
     event appended with the row's id as its stream) moves the row's version and nothing else:
@@ -165,6 +186,7 @@ def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
     }
     soft_delete = entity_def.entity.soft_delete
     if verb == "created":
+        data = event.payload.get("data", {})
         row: Row = {
             "id": row_id,
             "tenant_id": event.tenant_id,
@@ -173,15 +195,16 @@ def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
             **stamp,
             **{name: None for name in entity_def.entity.fields},
             **{blind_column(name): None for name in blind_indexed_fields(entity_def.entity)},
-            **_decode_all(entity_def, event.payload.get("data", {})),
-            **_blind_columns(event),
+            **_decode_all(entity_def, data),
+            **_blind_columns(vault, entity_def, event.tenant_id, data),
         }
         if soft_delete:
             row |= {"is_deleted": False, "deleted_at": None, "deleted_by": None}
         return RowChange("insert", row_id, event.tenant_id, row)
     if verb == "updated":
-        changes = _decode_all(entity_def, event.payload.get("changes", {}))
-        changes |= _blind_columns(event)
+        changed = event.payload.get("changes", {})
+        changes = _decode_all(entity_def, changed)
+        changes |= _blind_columns(vault, entity_def, event.tenant_id, changed)
         return RowChange("update", row_id, event.tenant_id, stamp | changes)
     if verb == "deleted" and soft_delete:
         deleted = {
@@ -198,10 +221,18 @@ def row_change(entity_def: EntityDef, event: StoredEvent) -> RowChange:
 
 
 def apply_entity_event(
-    conn: Connection, tables: Tables, entity_def: EntityDef, event: StoredEvent
+    conn: Connection,
+    tables: Tables,
+    entity_def: EntityDef,
+    event: StoredEvent,
+    vault: personal_vault.Vault | None = None,
 ) -> Row | None:
-    """Write the row change that ``event`` describes; return the row, or ``None`` once gone."""
-    return write_row_change(conn, tables.entity(entity_def.key), row_change(entity_def, event))
+    """Write the row change that ``event`` describes; return the row, or ``None`` once gone.
+    ``vault``: the transaction's (looked up when not given)."""
+    if vault is None:
+        vault = projection_vault(conn, entity_def)
+    change = row_change(entity_def, event, vault)
+    return write_row_change(conn, tables.entity(entity_def.key), change)
 
 
 def write_row_change(conn: Connection, table: Table, change: RowChange) -> Row | None:
@@ -288,13 +319,17 @@ def replay_events(
     path, merged in order) and written with one statement per kind, so that a replay costs a
     few statements per batch rather than one per event.
     """
+    vault = projection_vault(conn, entity_def)
+    if vault is not None:
+        # The keys of the batch's subjects in one query.
+        vault.prepare([event.payload for event in events])
     if entity_def.entity.unique:
         # An entity with unique indexes replays event by event: merged changes of several
         # rows could pass through a state the live sequence never had and trip an index.
         for event in events:
-            write_row_change(conn, table, row_change(entity_def, event))
+            write_row_change(conn, table, row_change(entity_def, event, vault))
     else:
-        _write_merged(conn, table, [row_change(entity_def, event) for event in events])
+        _write_merged(conn, table, [row_change(entity_def, event, vault) for event in events])
 
 
 RowKey = tuple[str, uuid.UUID]

@@ -43,6 +43,7 @@ from asanoha.platform.store.events import read_events
 from asanoha.platform.store.projections import (
     RowKey,
     orphan_rows_error,
+    projection_vault,
     read_entity_events,
     replay_events,
     row_change,
@@ -220,14 +221,22 @@ class _Replay:
         shadow = self.shadow
         row_id = uuid.UUID(stream_id)
         conn.execute(delete(shadow).where(shadow.c.tenant_id == tenant_id, shadow.c.id == row_id))
+        vault = projection_vault(conn, self.entity_def)
         after = 0
         while True:
+            # Sealed: the row keeps the values as the events hold them.
             page = read_events(
-                conn, self.tables, after=after, stream_id=stream_id, tenant_id=tenant_id
+                conn,
+                self.tables,
+                after=after,
+                stream_id=stream_id,
+                tenant_id=tenant_id,
+                opened=False,
             )
             for event in page:
                 if event.id <= self.position:
-                    write_row_change(conn, shadow, row_change(self.entity_def, event))
+                    change = row_change(self.entity_def, event, vault)
+                    write_row_change(conn, shadow, change)
             if not page:
                 return
             after = page[-1].id

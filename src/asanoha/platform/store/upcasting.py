@@ -33,6 +33,8 @@ class EventShape:
     type: str
     version: int
     upcasters: Mapping[int, PayloadUpcaster]
+    #: Top-level payload keys no reader gets (see ``EventDef.retired_keys``).
+    retired: frozenset[str] = frozenset()
 
     @property
     def oldest(self) -> int:
@@ -74,12 +76,19 @@ class Upcasters:
         """``event`` with its payload in the newest shape of its type (types the code does
         not declare pass as stored)."""
         shape = self.shapes.get(event.type)
-        if shape is None or event.schema_version == shape.version:
+        if shape is None:
             return event
+        payload = event.payload
+        if shape.retired and not shape.retired.isdisjoint(payload):
+            # Before the upcasters: they never see what no reader gets.
+            payload = {key: value for key, value in payload.items() if key not in shape.retired}
+        if event.schema_version == shape.version:
+            return (
+                event if payload is event.payload else dataclasses.replace(event, payload=payload)
+            )
         problem = shape.unreadable(event.schema_version)
         if problem is not None:
             raise UnreadableEventVersionError([f"event {event.id}: {problem}"])
-        payload = event.payload
         for read in range(event.schema_version, shape.version):
             payload = shape.upcasters[read](payload)
         return dataclasses.replace(event, payload=payload, schema_version=shape.version)
@@ -99,7 +108,9 @@ def upcasters_for(registry: Registry) -> Upcasters:
     """The shapes of every event type the registry declares."""
     return Upcasters(
         {
-            event.qn: EventShape(event.qn, event.schema_version, event.upcasters)
+            event.qn: EventShape(
+                event.qn, event.schema_version, event.upcasters, event.retired_keys
+            )
             for event in registry.events
         }
     )
