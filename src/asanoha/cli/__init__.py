@@ -143,6 +143,11 @@ def options(
     ] = False,
 ) -> None:
     """asanoha: features, event store, service layer and Celery jobs."""
+    # Before the command's own options are read: ASANOHA_APP and the other variables an
+    # option falls back to may come from .env, as settings do.
+    from asanoha.platform.settings import load_env_file
+
+    load_env_file()
     if debug:
         # In the environment, so processes this command starts show them too.
         os.environ[DEBUG_VARIABLE] = "1"

@@ -13,17 +13,29 @@ from asanoha.app import App
 
 #: The variable ``--app`` falls back to (Celery's commands read ``APP`` the same way).
 APP_VARIABLE = "ASANOHA_APP"
+_APP_OPTION = typer.Option(
+    "--app",
+    envvar=APP_VARIABLE,
+    help="The application, as module:attribute (for example shop:app).",
+    show_default=False,
+    show_envvar=True,
+)
 #: The ``--app`` option every command but ``demo`` requires: nothing defaults to the demo.
-AppOption = Annotated[
-    str,
-    typer.Option(
-        "--app",
-        envvar=APP_VARIABLE,
-        help="The application, as module:attribute (for example shop:app).",
-        show_default=False,
-        show_envvar=True,
-    ),
-]
+#: Read from ``ASANOHA_APP`` when not given, which ``.env`` may set (``load_env_file``).
+AppOption = Annotated[str, _APP_OPTION]
+#: The same option where it may be left out: a group whose subcommands take their own
+#: (``asanoha migrate``), a command that needs it for some arguments only; ``require_app``.
+OptionalAppOption = Annotated[str | None, _APP_OPTION]
+
+
+def require_app(reference: str | None) -> str:
+    """``reference``, or the usage error of a missing ``--app``."""
+    if reference is None:
+        raise typer.BadParameter(
+            f"Missing option '--app' (or {APP_VARIABLE}, in the environment or in .env).",
+            param_hint="--app",
+        )
+    return reference
 
 
 def put_working_directory_on_path() -> None:

@@ -15,9 +15,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import typer
-
 from asanoha.app import App
+from asanoha.cli.notices import notify
 from asanoha.platform.log_format import configured_log_format
 from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.settings import EMBEDDED_BROKER_URL
@@ -53,14 +52,10 @@ def embedded_worker(app: App, log_level: str = "info") -> Iterator[None]:
     # With the relay: nothing else publishes jobs whose first publish failed.
     runtime = JobRuntime.start(app, relay=True)
     if requeued:
-        typer.echo(
-            f"{requeued} job(s) an earlier process published but never ran: sent again.",
-            err=True,
-        )
-    typer.echo(
+        notify(f"{requeued} job(s) an earlier process published but never ran: sent again.")
+    notify(
         "Jobs and consumers run in this process (in-process broker memory://). For separate "
-        "workers set ASANOHA_BROKER_URL to redis://... or amqp://... and run asanoha worker.",
-        err=True,
+        "workers set ASANOHA_BROKER_URL to redis://... or amqp://... and run asanoha worker."
     )
     try:
         yield
@@ -118,9 +113,8 @@ def development_token(app: App) -> str:
 
 def announce_development_token(app: App) -> None:
     """Print a development token (after ``use_process_secret``)."""
-    typer.echo(
+    notify(
         "ASANOHA_JWT_SECRET is not set: this process signs with a random secret. "
-        "Development token (roles: every role the handlers name but system):",
-        err=True,
+        "Development token (roles: every role the handlers name but system):"
     )
-    typer.echo(f"    Authorization: Bearer {development_token(app)}", err=True)
+    notify(f"    Authorization: Bearer {development_token(app)}")

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from asanoha.cli.app_loading import APP_VARIABLE, load_app
+from asanoha.cli.app_loading import APP_VARIABLE, OptionalAppOption, load_app
 from asanoha.platform.errors.messages import LANGUAGES, template
 from asanoha.platform.errors.reasons import Reasons
 
@@ -23,16 +23,7 @@ def explain(
             "handler's qualified name, e.g. shop:write:place-order, for its write plan."
         ),
     ] = None,
-    app: Annotated[
-        str | None,
-        typer.Option(
-            "--app",
-            envvar=APP_VARIABLE,
-            help="The application whose handler to explain, as module:attribute.",
-            show_default=False,
-            show_envvar=True,
-        ),
-    ] = None,
+    app: OptionalAppOption = None,
 ) -> None:
     """Show the developer and end-user texts of an error reason in every language, or the
     steps a call of a write handler meets, in order, each with the module that owns it."""

@@ -40,8 +40,13 @@ def explain(error: BaseException) -> Failure | None:
     from sqlalchemy import exc as sa_exc
 
     from asanoha.platform.errors import DefinitionError
+    from asanoha.platform.errors.database import is_missing_table
     from asanoha.platform.settings import InsecureSettingsError
 
+    if is_missing_table(error):
+        # Every table a command reads is made by migrate: a missing one is a database
+        # nobody migrated (or one the settings did not mean), not one that cannot be reached.
+        return Failure("the database has no asanoha tables: run asanoha migrate", "")
     if isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError):
         return Failure(
             f"cannot reach the database ({_first_line(error.orig or error)})",

@@ -123,22 +123,26 @@ def failed(app: AppOption, limit: LimitOption = 20, as_json: JsonOption = False)
 
 @jobs.command()
 def pending(app: AppOption, limit: LimitOption = 50, as_json: JsonOption = False) -> None:
-    """Jobs still to run (pending) or running, oldest first: state, attempts so far, when the
-    next attempt may start and when its message was sent."""
+    """Jobs still to run (pending) or running, oldest first: state, the pause that holds it
+    (its job, or lane:<name>: no attempt starts until 'asanoha jobs resume'), attempts so
+    far, when the next attempt may start and when its message was sent."""
     loaded = load_app(app)
     with loaded.database.connect() as conn:
-        found = list_pending_jobs(conn, loaded.service.tables, limit=limit)
+        found = list_pending_jobs(
+            conn, loaded.service.tables, limit=limit, lanes=loaded.service.job_lanes
+        )
     if as_json:
         print_json({"jobs": [dataclasses.asdict(job) for job in found]})
         return
     print_table(
-        ("id", "job", "tenant", "state", "attempts", "not before", "sent", "last error"),
+        ("id", "job", "tenant", "state", "paused", "attempts", "not before", "sent", "last error"),
         (
             (
                 str(job.id),
                 job.job_qn,
                 job.tenant_id or "",
                 job.state,
+                job.pause or "",
                 str(job.attempt),
                 _when(job.not_before),
                 _when(job.published_at) or "not yet",

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.app_loading import AppOption, OptionalAppOption, load_app, require_app
 from asanoha.cli.schema_gate import (
     DEFAULT_APP_MIGRATIONS,
     refuse_behind,
@@ -32,10 +32,7 @@ MigrationsOption = Annotated[
 @migrate.callback()
 def upgrade(
     ctx: typer.Context,
-    app: Annotated[
-        str | None,
-        typer.Option("--app", help="The application, as module:attribute (for example shop:app)."),
-    ] = None,
+    app: OptionalAppOption = None,
     sql: Annotated[
         bool, typer.Option("--sql", help="Print the SQL instead of running it.")
     ] = False,
@@ -52,8 +49,7 @@ def upgrade(
     """
     if ctx.invoked_subcommand is not None:
         return
-    if app is None:
-        raise typer.BadParameter("Missing option '--app'.", param_hint="--app")
+    app = require_app(app)
     from asanoha.platform.schema import bring_schema_up_to_date
     from asanoha.platform.store.migrations import app_head, app_upgrade_sql, platform_upgrade_sql
     from asanoha.platform.store.upcasting import UnreadableEventVersionError

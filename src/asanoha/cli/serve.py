@@ -117,13 +117,15 @@ def serve(
     minted = workers == 1 and use_process_secret(loaded)
     refuse_insecure_signing(loaded)
     require_current_schema(loaded, app)
-    refuse_plaintext_personal_data(loaded, "serve")
     server = server_options(log_level, proxy_headers, forwarded_allow_ips, root_path)
     if set_up_observability(loaded, "api") == "json":
-        # This process, and each uvicorn process (workers, reload), which sets up its own.
+        # This process, and each uvicorn process (workers, reload), which sets up its own;
+        # before anything is told (a master key made, where the jobs run), so that it is
+        # told in JSON lines too.
         level = "DEBUG" if log_level == LogLevel.TRACE else log_level.value.upper()
         configure_logging("json", level)
         server["log_config"] = logging_config("json", level)
+    refuse_plaintext_personal_data(loaded, "serve")
     if reload:
         if minted:
             announce_development_token(loaded)

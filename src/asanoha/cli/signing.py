@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from asanoha.app import App
+from asanoha.cli.notices import notify
 from asanoha.platform.settings import InsecureSettingsError, require_signing_settings
 
 
@@ -33,4 +34,4 @@ def refuse_plaintext_personal_data(app: App, process: str) -> None:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
     if told:
-        typer.echo(told, err=True)
+        notify(told)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import secrets
+from collections.abc import MutableMapping
+from pathlib import Path
 from typing import Literal
 
+from dotenv import dotenv_values
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+#: The prefix of every variable asanoha reads.
+VARIABLE_PREFIX = "ASANOHA_"
+#: The file in the working directory whose variables count as set (the environment wins).
+ENV_FILE = ".env"
 EMBEDDED_DATABASE_URL = "sqlite+pysqlite:///asanoha.sqlite3"
 EMBEDDED_BROKER_URL = "memory://"
 #: The placeholder secret: public, so the HTTP app refuses it outside development.
@@ -33,7 +41,7 @@ class Settings(BaseSettings):
     # A ``.env`` file in the working directory is read too (the environment wins over it),
     # as Django, FastAPI and Celery projects commonly keep their development settings.
     model_config = SettingsConfigDict(
-        env_prefix="ASANOHA_", extra="ignore", env_file=".env", env_file_encoding="utf-8"
+        env_prefix=VARIABLE_PREFIX, extra="ignore", env_file=ENV_FILE, env_file_encoding="utf-8"
     )
 
     database_url: str = EMBEDDED_DATABASE_URL
@@ -269,3 +277,22 @@ def with_process_secret(settings: Settings) -> Settings:
     if not settings.uses_placeholder_secret:
         return settings
     return settings.model_copy(update={"jwt_secret": secrets.token_urlsafe(32)})
+
+
+def load_env_file(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Put the ``ASANOHA_*`` variables of the ``.env`` file ``Settings`` reads into
+    ``environ`` where it has none of its own: the environment wins, as it does for settings.
+
+    For what reads the environment and not ``Settings``: the command line's options
+    (``--app`` from ``ASANOHA_APP``, ``--basic-auth`` from ``ASANOHA_FLOWER_BASIC_AUTH``),
+    ``ASANOHA_DEVELOPMENT`` for tracebacks, and the processes a command starts.
+    """
+    path = Path(ENV_FILE)
+    if not path.is_file():
+        return
+    encoding = Settings.model_config.get("env_file_encoding") or "utf-8"
+    for name, value in dotenv_values(path, encoding=encoding).items():
+        # Settings' names are not case-sensitive: neither are these.
+        name = name.upper()
+        if name.startswith(VARIABLE_PREFIX) and value is not None:
+            environ.setdefault(name, value)

@@ -182,6 +182,28 @@ def test_pause_and_resume_a_job_and_list_the_pauses(stack):
     assert "no job or lane 'clijobs:job:nope'" in unknown.output
 
 
+def test_pending_marks_the_rows_a_pause_of_their_job_or_lane_holds(stack):
+    job_id = stack.app.jobs.run(NOTE)
+
+    def pause_shown() -> Any:
+        (row,) = json.loads(jobs("pending", "--json").output)["jobs"]
+        return row["pause"]
+
+    assert pause_shown() is None
+    assert jobs("pause", "worker").exit_code == 0
+    assert pause_shown() == "lane:worker"
+    table = jobs("pending").output.splitlines()
+    assert any("paused" in line for line in table)
+    (row,) = [line for line in table if str(job_id) in line]
+    assert "lane:worker" in row
+    # Paused by itself as well: the job's own pause is the one shown.
+    assert jobs("pause", NOTE).exit_code == 0
+    assert pause_shown() == NOTE
+    assert jobs("resume", NOTE).exit_code == 0
+    assert jobs("resume", "worker").exit_code == 0
+    assert pause_shown() is None
+
+
 def test_runs_logs_shows_each_attempt_with_its_lines(asanoha_stack, monkeypatch):
     chatty = Feature("clilogs")
 

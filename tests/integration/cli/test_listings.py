@@ -98,6 +98,8 @@ def test_every_listing_prints_one_json_document(
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert list(document) == [key] and isinstance(document[key], list)
+    # One line-terminated document: a shell prompt or `>> file` does not join the next text.
+    assert done.stdout.endswith("}\n") and not done.stdout.endswith("\n\n")
 
 
 def test_json_of_the_jobs_carries_ids_timestamps_and_whole_errors(

@@ -3,7 +3,8 @@
 The one place that reads SQLSTATE (Postgres) and result codes (SQLite): a database that
 cannot serve now is 503 ``service_unavailable``, a transaction that lost to a concurrent one
 (deadlock, serialization failure, lock not available) is 409 ``transaction_conflict``; both
-say ``retryable``. Anything else stays an internal error.
+say ``retryable``. Anything else stays an internal error. A statement on a table that does not
+exist (``is_missing_table``) is a database nobody migrated.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ UNAVAILABLE_SQLSTATE_CLASSES = frozenset({"08", "53", "57"})
 #: SQLite primary result codes of a database another process holds or that cannot be
 #: reached: BUSY, LOCKED, IOERR, FULL, CANTOPEN.
 UNAVAILABLE_SQLITE_CODES = frozenset({5, 6, 10, 13, 14})
+#: SQLSTATE of a statement on a table that does not exist (undefined_table).
+UNDEFINED_TABLE_SQLSTATE = "42P01"
+#: SQLite has no code of its own for it: a plain SQLITE_ERROR with this text.
+SQLITE_NO_SUCH_TABLE = "no such table"
 
 
 def database_failure(error: BaseException) -> AsanohaError | None:
@@ -61,3 +66,13 @@ def unavailable(code: str | None) -> ServiceUnavailableError:
     if code:
         details["code"] = code
     return ServiceUnavailableError(Reasons.SERVICE_UNAVAILABLE, **details)
+
+
+def is_missing_table(error: BaseException) -> bool:
+    """Whether ``error`` is a statement on a table the database does not have."""
+    if not isinstance(error, exc.DBAPIError):
+        return False
+    original = error.orig
+    if isinstance(original, sqlite3.Error):
+        return str(original).startswith(SQLITE_NO_SUCH_TABLE)
+    return getattr(original, "sqlstate", None) == UNDEFINED_TABLE_SQLSTATE

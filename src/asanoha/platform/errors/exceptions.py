@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from asanoha.platform.errors.messages import developer_message
+from asanoha.platform.errors.messages import developer_message, placeholders
 from asanoha.platform.errors.reasons import Reasons
+
+#: At most this many field problems in an error's text; ``details.fields`` keeps every one.
+SHOWN_FIELDS = 10
 
 
 class DefinitionError(Exception):
@@ -29,7 +32,32 @@ class AsanohaError(Exception):
         self.reason: Reasons = reason or self.default_reason
         self.details: dict[str, Any] = details
         self.message: str = message or developer_message(self.reason, details)
+        #: Whether ``message`` is the reason's text, which already says the details it fills in.
+        self._templated = message is None
         super().__init__(self.message)
+
+    def __str__(self) -> str:
+        """The message, then the reason and every detail the message does not already say.
+
+        The one text of the error: the worker's log, a job run's stored error, drain()'s
+        ``JobFailedError`` and the command line all print ``str()``, so what is wrong (for a
+        validation error, each field and its problem) reaches each of them from here.
+        """
+        told = [f"reason: {self.reason}", *self.described_details()]
+        return f"{self.message} [{'; '.join(told)}]"
+
+    def __repr__(self) -> str:
+        # Celery's worker log shows repr() of the exception a task raised, not str().
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def described_details(self) -> list[str]:
+        """``name: value`` for each detail the message does not fill in."""
+        said = placeholders(self.reason) if self._templated else frozenset()
+        return [
+            f"{name}: {_plain(value)}"
+            for name, value in self.details.items()
+            if name not in said and not (name == "reason" and value == str(self.reason))
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """The error as plain data (code, reason, message, details)."""
@@ -47,6 +75,17 @@ class ValidationError(AsanohaError):
     code = "validation_error"
     http_status = 400
     default_reason = Reasons.VALIDATION_FAILED
+
+    def described_details(self) -> list[str]:
+        """Each field problem as ``path: message (type)``, then the other details."""
+        others = [line for line in super().described_details() if not line.startswith("fields:")]
+        fields = self.details.get("fields")
+        if not isinstance(fields, list):
+            return others
+        problems = [_field_problem(field) for field in fields[:SHOWN_FIELDS]]
+        if len(fields) > SHOWN_FIELDS:
+            problems.append(f"and {len(fields) - SHOWN_FIELDS} more in details.fields")
+        return [*problems, *others]
 
 
 class AuthenticationError(AsanohaError):
@@ -136,3 +175,16 @@ class InternalError(AsanohaError):
     code = "internal_error"
     http_status = 500
     default_reason = Reasons.INTERNAL_ERROR
+
+
+def _field_problem(field: Any) -> str:
+    if not isinstance(field, dict):
+        return _plain(field)
+    text = f"{field.get('path', '$')}: {field.get('message', 'invalid')}"
+    return f"{text} ({field['type']})" if field.get("type") else text
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(_plain(item) for item in value)
+    return str(value)

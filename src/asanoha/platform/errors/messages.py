@@ -66,6 +66,12 @@ def render(
     return fill(text, details, language)
 
 
+def placeholders(reason: Reasons | str) -> frozenset[str]:
+    """The details the English developer text of ``reason`` fills in."""
+    text, _ = template(reason, "developer", "en")
+    return frozenset(_PLACEHOLDER.findall(text))
+
+
 def developer_message(reason: Reasons | str, details: dict[str, Any]) -> str:
     """The English developer text: what failed, which handler, what to declare."""
     return render(reason, details, "developer", "en")

@@ -524,11 +524,15 @@ class EntityExecutor(EntityReader):
     ) -> Row:
         """Apply ``changes``. ``version`` is the version the caller read (checked unless skipped)."""
         if version is None and not skip_optimistic_lock:
-            raise invalid_field(
-                self._handler_qn,
-                "version",
-                "missing",
-                "pass the version you read, or skip_optimistic_lock=True",
+            # A TypeError, as for any call that lacks an argument: the handler's code is
+            # wrong, not its caller's payload, so it is no 400 validation error (the caller
+            # could not fix it) but a bug, answered 500 and failing a job with this text.
+            # The default of None only serves skip_optimistic_lock=True.
+            raise TypeError(
+                f"update() of {self.entity_def.key} needs version=<the row's current "
+                "version>: pass the version of the row the handler read (row['version']), "
+                "so a change made since is a version conflict, or skip_optimistic_lock=True "
+                "to write over it"
             )
         model = self.entity_def.entity.changes_model()
         values = self._validate(model, dict(changes))

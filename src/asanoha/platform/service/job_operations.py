@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from sqlalchemy import ColumnElement, Connection, Row, func, insert, select, upd
 
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
 from asanoha.platform.model import Registry
+from asanoha.platform.service import job_pauses
 from asanoha.platform.service.outbox import (
     FAILED,
     PENDING,
@@ -92,6 +93,9 @@ class PendingJob:
     published_at: dt.datetime | None
     created_at: dt.datetime
     last_error: str | None
+    #: The pause that holds it (its job's QN, or ``lane:<name>`` of its lane): no attempt
+    #: starts until it is resumed. ``None``: not paused.
+    pause: str | None = None
 
 
 @dataclass(frozen=True)
@@ -278,9 +282,16 @@ def list_failed_jobs(
 
 
 def list_pending_jobs(
-    conn: Connection, tables: Tables, *, limit: int, tenant_id: str | None = None
+    conn: Connection,
+    tables: Tables,
+    *,
+    limit: int,
+    lanes: Mapping[str, Sequence[str]],
+    tenant_id: str | None = None,
 ) -> list[PendingJob]:
-    """Job rows pending or running, the oldest first: what the workers still have to do."""
+    """Job rows pending or running, the oldest first: what the workers still have to do,
+    each with the pause that holds it (``lanes``: lane -> the QNs of its jobs)."""
+    held = job_pauses.pausing_targets(conn, tables, lanes)
     outbox = tables.outbox
     rows = _job_rows(
         conn,
@@ -309,6 +320,7 @@ def list_pending_jobs(
             row.published_at,
             row.created_at,
             row.last_error,
+            held.get(row.job_qn),
         )
         for row in rows
     ]

@@ -101,10 +101,23 @@ def paused_job_qns(
 ) -> frozenset[str]:
     """The QNs of the jobs paused by themselves or by their lane (``lanes``: lane -> the
     QNs of its jobs, see ``lanes_of``)."""
-    targets = {pause.target for pause in list_pauses(conn, tables)}
-    if not targets:
-        return frozenset()
-    return frozenset(qn for target in targets for qn in _jobs_of(lanes, target))
+    return frozenset(pausing_targets(conn, tables, lanes))
+
+
+def pausing_targets(
+    conn: Connection, tables: Tables, lanes: Mapping[str, Sequence[str]]
+) -> dict[str, str]:
+    """Each paused job's QN -> the pause that holds it: the QN itself when the job is
+    paused, else ``lane:<name>`` of its lane."""
+    held: dict[str, str] = {}
+    # Lanes first, so that a job paused by itself as well is shown as that.
+    for target in sorted(
+        (pause.target for pause in list_pauses(conn, tables)),
+        key=lambda target: not target.startswith(LANE_PREFIX),
+    ):
+        for qn in _jobs_of(lanes, target):
+            held[qn] = target
+    return held
 
 
 def lanes_of(registry: Registry) -> dict[str, tuple[str, ...]]:
