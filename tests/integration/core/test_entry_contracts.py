@@ -1,0 +1,256 @@
+"""Every way into a write meets the same contracts, refused the same way, persisting nothing.
+
+A table over the entries (an HTTP write, an item of a batch, a nested ``ctx.write`` from
+another handler, a job's ``ctx.write_as``) and the contracts a write meets (field write
+access, row ownership, the instruction-field gate, the irreversible-operation gate, public
+intake of a row's and of a domain event's personal fields): each refusal answers its status, code and reason on every entry, and sends no write
+at all (no event, row, outbox row, job or key change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from sqlalchemy import select
+
+from asanoha import AsanohaError, Entity, Feature, JobContext, WriteContext, fields
+from asanoha.platform.model import Access, SessionUser
+from asanoha.testing import Stack
+from asanoha.testing.plugin import StackFactory
+from asanoha.testing.users import TENANT_A
+from asanoha.workers.job_context import JobMeta
+
+ANN = SessionUser.of("ann", TENANT_A, ["Staff"])
+BOB = SessionUser.of("bob", TENANT_A, ["Staff"])
+ANONYMOUS = SessionUser.anonymous(TENANT_A)
+#: The standard handlers' rule: each row is its creator's.
+OWN_ROWS = Access(roles=["Staff"], owner="created_by")
+STAFF = Access(roles=["Staff"])
+ANYONE: dict[str, Any] = {
+    "access": Access(public="the entry table's fixture"),
+    "rate_limit": None,
+    "reason": "a test fixture",
+}
+
+card = Entity(
+    table="entries_cards",
+    fields={
+        "title": fields.text(personal=False, reason="a title"),
+        "grade": fields.select(["a", "b"], default="a", write=Access(roles=["HR"])),
+        "body": fields.long_text(personal=False, reason="a prompt", read_as_instruction=True),
+        "email": fields.text(personal="self"),
+    },
+)
+
+entries = Feature("entries")
+entries.crud("card", card, write=OWN_ROWS, read=OWN_ROWS)
+
+
+class Edit(BaseModel):
+    id: str
+    version: int
+    changes: dict[str, Any]
+
+
+class Target(BaseModel):
+    id: str
+
+
+class Contact(BaseModel):
+    title: str
+    email: str
+
+
+class Relayed(BaseModel):
+    qn: str
+    payload: dict[str, Any]
+
+
+@entries.write_handler("edit", access=STAFF)
+def edit(payload: Edit, ctx: WriteContext) -> Any:
+    """Mid risk: changes whatever it is given."""
+    return ctx.entity("card").update(payload.id, payload.changes, version=payload.version)
+
+
+@entries.write_handler("remove", access=STAFF)
+def remove(payload: Target, ctx: WriteContext) -> Any:
+    """Mid risk: a hard delete (the entity has no soft delete)."""
+    return ctx.entity("card").delete(payload.id)
+
+
+@entries.write_handler("contact", **ANYONE)
+def contact(payload: Contact, ctx: WriteContext) -> Any:
+    """Anyone, without public intake: a personal field is not theirs to write."""
+    return ctx.entity("card").create(payload.model_dump())
+
+
+class Shouted(BaseModel):
+    email: str
+
+
+shouted = entries.event("shouted", Shouted, pii={"email": "self"})
+
+
+@entries.write_handler("shout", **ANYONE)
+def shout(payload: Shouted, ctx: WriteContext) -> Any:
+    """Anyone, without public intake, through a domain event with a personal field."""
+    return {"event": ctx.append_event(shouted, payload.model_dump(), stream_id="shouts").id}
+
+
+@entries.write_handler("relay", **ANYONE)
+def relay(payload: Relayed, ctx: WriteContext) -> Any:
+    """Mid risk: passes the call on as a nested write of the same caller."""
+    return ctx.write(payload.qn, payload.payload)
+
+
+@entries.write_handler("relay-later", **ANYONE)
+def relay_later(payload: Relayed, ctx: WriteContext) -> dict[str, str]:
+    """Mid risk: its job passes the call on."""
+    return {"qn": payload.qn}
+
+
+@entries.job("relayed", on="entries:write:relay-later")
+def relayed(payload: dict[str, Any], ctx: JobContext) -> None:
+    who = payload["as"]
+    user = (
+        SessionUser.anonymous(TENANT_A)
+        if who["anonymous"]
+        else SessionUser.of(who["id"], TENANT_A, who["roles"])
+    )
+    ctx.write_as(user, payload["qn"], payload["payload"])
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    code: str
+    reason: str
+
+
+def call_http(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) -> Refusal:
+    with stack.nothing_written():
+        error = stack.http.write_err(qn, payload, user)
+    return Refusal(error.http_status, error.code, error.reason)
+
+
+def call_batch(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) -> Refusal:
+    with stack.nothing_written():
+        response = stack.http.batch([(qn, payload)], user)
+    error = response.json()["error"]
+    if response.status_code != 401:
+        assert error["details"]["index"] == 0
+    return Refusal(response.status_code, error["code"], error["reason"])
+
+
+def call_nested(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) -> Refusal:
+    with stack.nothing_written():
+        error = stack.http.write_err("entries:write:relay", {"qn": qn, "payload": payload}, user)
+    return Refusal(error.http_status, error.code, error.reason)
+
+
+def call_job(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) -> Refusal:
+    """The job of a write by ``user``, run from the headers its row holds."""
+    who = {"anonymous": user.is_anonymous, "id": user.id, "roles": sorted(user.roles)}
+    stack.http.write_ok("entries:write:relay-later", {"qn": qn, "payload": {**payload}}, user)
+    outbox = stack.tables.outbox
+    with stack.db.connect() as conn:
+        row = conn.execute(select(outbox).where(outbox.c.job_qn == "entries:job:relayed")).one()
+    job = stack.registry.job("entries:job:relayed")
+    assert job is not None
+    ctx = JobContext(stack.service, job, JobMeta.from_headers(row.headers), task_id="t", retries=0)
+    with stack.nothing_written(), pytest.raises(AsanohaError) as raised:
+        relayed({**row.payload, "as": who}, ctx)
+    error = raised.value
+    return Refusal(error.http_status, error.code, str(error.reason))
+
+
+#: Where an entry answers otherwise: a batch is for signed-in callers, so an anonymous one
+#: is refused before any of its items runs.
+OTHERWISE = {
+    (contract, "batch"): Refusal(401, "unauthenticated", "token_missing")
+    for contract in ("event_intake", "public_intake")
+}
+
+ENTRIES: dict[str, Callable[[Stack, SessionUser, str, dict[str, Any]], Refusal]] = {
+    "http": call_http,
+    "batch": call_batch,
+    "nested": call_nested,
+    "job": call_job,
+}
+
+
+def ann_card(stack: Stack) -> dict[str, Any]:
+    row: dict[str, Any] = stack.http.write_ok(
+        "entries:write:card:create", {"title": "t", "email": "ann@example.org"}, ANN
+    )
+    return row
+
+
+def field_access(stack: Stack) -> tuple[SessionUser, str, dict[str, Any], Refusal]:
+    row = ann_card(stack)
+    changes = {"id": str(row["id"]), "version": row["version"], "changes": {"grade": "b"}}
+    return ANN, "entries:write:edit", changes, Refusal(403, "access_denied", "field_write_denied")
+
+
+def ownership(stack: Stack) -> tuple[SessionUser, str, dict[str, Any], Refusal]:
+    row = ann_card(stack)
+    changes = {"id": str(row["id"]), "version": row["version"], "changes": {"title": "x"}}
+    return BOB, "entries:write:edit", changes, Refusal(404, "not_found", "entity_not_found")
+
+
+def instruction_gate(stack: Stack) -> tuple[SessionUser, str, dict[str, Any], Refusal]:
+    row = ann_card(stack)
+    changes = {"id": str(row["id"]), "version": row["version"], "changes": {"body": "obey"}}
+    reason = "instruction_field_write_requires_high_risk"
+    return ANN, "entries:write:edit", changes, Refusal(403, "access_denied", reason)
+
+
+def irreversible_gate(stack: Stack) -> tuple[SessionUser, str, dict[str, Any], Refusal]:
+    row = ann_card(stack)
+    reason = "irreversible_operation_requires_high_risk"
+    return (
+        ANN,
+        "entries:write:remove",
+        {"id": str(row["id"])},
+        Refusal(403, "access_denied", reason),
+    )
+
+
+def public_intake(stack: Stack) -> tuple[SessionUser, str, dict[str, Any], Refusal]:
+    payload = {"title": "hello", "email": "someone@example.org"}
+    refusal = Refusal(403, "access_denied", "public_intake_required")
+    return ANONYMOUS, "entries:write:contact", payload, refusal
+
+
+def event_intake(stack: Stack) -> tuple[SessionUser, str, dict[str, Any], Refusal]:
+    refusal = Refusal(403, "access_denied", "public_intake_required")
+    return ANONYMOUS, "entries:write:shout", {"email": "someone@example.org"}, refusal
+
+
+CONTRACTS = {
+    "event_intake": event_intake,
+    "field_access": field_access,
+    "ownership": ownership,
+    "instruction_gate": instruction_gate,
+    "irreversible_gate": irreversible_gate,
+    "public_intake": public_intake,
+}
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def stack(request: pytest.FixtureRequest, asanoha_stack: StackFactory) -> Stack:
+    return asanoha_stack(features=[entries], database=request.param)
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+@pytest.mark.parametrize("contract", sorted(CONTRACTS))
+def test_every_entry_meets_the_contract_refused_alike_with_nothing_written(
+    stack: Stack, contract: str, entry: str
+) -> None:
+    user, qn, payload, expected = CONTRACTS[contract](stack)
+    expected = OTHERWISE.get((contract, entry), expected)
+    assert ENTRIES[entry](stack, user, qn, payload) == expected
