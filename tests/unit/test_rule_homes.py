@@ -38,6 +38,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.service.executor",
                 "asanoha.platform.service.erasure",
                 "asanoha.platform.service.handler_context",
+                "asanoha.platform.service.write_pipeline",
             }
         ),
     ),

@@ -13,8 +13,8 @@ from sqlalchemy.exc import OperationalError
 
 from asanoha import Access, Entity, Feature, StoredEvent, fields
 from asanoha.platform.http.read_after import READ_AFTER_COOKIE, READ_AFTER_HEADER
-from asanoha.platform.service import dispatch as dispatch_module
 from asanoha.platform.service import outbox
+from asanoha.platform.service import write_pipeline as pipeline_module
 from asanoha.platform.store.replica import ReadReplica
 from asanoha.testing import Stack, TestUsers
 
@@ -75,7 +75,7 @@ FAULTS: dict[str, Fault] = {
     "commit listener": lambda patch, stack: stack.service.add_commit_listener(listener_fails),
     "after_commit hook": lambda patch, stack: FAILING.add("after_commit hook"),
     "metrics": lambda patch, stack: patch.setattr(
-        dispatch_module, "count_write", fail_when_counting_success
+        pipeline_module, "count_write", fail_when_counting_success
     ),
 }
 

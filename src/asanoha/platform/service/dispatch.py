@@ -16,23 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import pydantic
 from sqlalchemy import Connection
-from sqlalchemy.exc import DataError
 
 from asanoha.platform import telemetry
-from asanoha.platform.errors import (
-    AccessDeniedError,
-    AsanohaError,
-    NotFoundError,
-    Reasons,
-    UnprocessableError,
-)
 from asanoha.platform.metrics import (
     count_after_commit_failure,
-    count_failed_write,
     count_replica_read,
-    count_write,
 )
 from asanoha.platform.model import (
     EntityDef,
@@ -51,7 +40,8 @@ from asanoha.platform.service import (
     job_pauses,
     outbox,
 )
-from asanoha.platform.service.approvals import Approvals, ApprovalSigner, payload_digest
+from asanoha.platform.service.admission import Admission, open_request
+from asanoha.platform.service.approvals import Approvals, ApprovalSigner
 from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
@@ -66,18 +56,11 @@ from asanoha.platform.service.request import (
     Acting,
     EntryHandler,
     Request,
-    RequestKind,
     RequestMeta,
     WriteOrigin,
 )
-from asanoha.platform.service.trigger_result import (
-    storable_trigger_result,
-)
-from asanoha.platform.service.validation import (
-    check_storable,
-    validate_payload,
-)
-from asanoha.platform.service.write_plan import WritePlan, build_write_plan
+from asanoha.platform.service.write_pipeline import WritePipeline
+from asanoha.platform.service.write_plan import WritePlan
 from asanoha.platform.store import (
     Database,
     StoredEvent,
@@ -154,12 +137,19 @@ class Service:
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}
         self._entries: dict[str, EntryHandler] = {}
-        #: Every write handler's plan, made once (see ``write_plan``); made here, at boot, so
-        #: that a plan that cannot be made fails the application's start.
-        self._plans: dict[str, WritePlan] = {}
-        for declared in registry.handlers:
-            if declared.kind == "write":
-                self.plan_of(declared)
+        #: The first steps of every dispatch (``admission``).
+        self.admission = Admission(registry, rate_limiter)
+        #: Runs every write through its handler's plan (``write_pipeline``).
+        self.writes = WritePipeline(
+            registry=registry,
+            database=database,
+            admission=self.admission,
+            keyed=self.keyed,
+            approvals=self.approvals,
+            jobs=self.jobs_enqueue,
+            context=lambda request, handler, user: WriteContext(self, request, handler, user),
+            after_commit=self.after_commit,
+        )
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -178,89 +168,21 @@ class Service:
         idempotency_key: str | None = None,
         replay: idempotency.Replay | None = None,
     ) -> Any:
-        """Run the write handler ``qn`` for ``user`` and return its data.
-
-        Without ``parent`` it is a top-level write in its own transaction, and the handler is
-        the entry handler; ``origin`` (jobs, consumers) is the write that triggered the caller
-        and ``acting`` the job or consumer that dispatches it. With ``parent`` it runs in a
-        savepoint of the parent's transaction and keeps the parent's entry handler, origin and
-        collector. ``approval`` is a human's approval token, which an agent principal needs
-        for a high-risk handler (a nested write never asks: its entry handler decides the
-        gates). ``reads`` collects the instruction fields the call reads and returns.
-
-        With ``idempotency_key`` the first outcome (data or a 4xx refusal) is stored under
-        the key in the write's transaction, and a repeat with the same payload answers it
-        again without writing (``replay.replayed`` tells the caller); see ``idempotency``.
-        """
-        if idempotency_key is not None:
-            idempotency_key = idempotency.check_key(idempotency_key)
-        if parent is not None:
-            gates.check_write_allowed(parent, "write", qn)
-            handler, model = self._admit(qn, "write", payload, user)
-            key = idempotency.key_of(
-                idempotency_key, handler.qn, user, lambda: payload_digest(model)
-            )
-            return self._run_nested(parent, handler, model, user, key, replay)
-        meta = meta or RequestMeta()
-        with observed("write", qn, user, meta) as span:
-            return self._dispatch_top_write(
-                qn, payload, user, meta, origin, acting, approval, reads, idempotency_key,
-                replay, span,
-            )  # fmt: skip
-
-    def _dispatch_top_write(
-        self,
-        qn: str,
-        payload: Any,
-        user: SessionUser,
-        meta: RequestMeta,
-        origin: WriteOrigin | None,
-        acting: Acting | None,
-        approval: str | None,
-        reads: InstructionReads | None,
-        idempotency_key: str | None,
-        replay: idempotency.Replay | None,
-        span: telemetry.Span,
-    ) -> Any:
-        # What counted_write does, inline: a top-level write is the hottest path there is.
-        try:
-            handler, model = self._admit(qn, "write", payload, user)
-            plan = self.plan_of(handler)
-            if plan.rate_limited:
-                self._check_rate(handler, user, meta)
-            key = idempotency.key_of(
-                idempotency_key, handler.qn, user, lambda: payload_digest(model)
-            )
-            opened: list[Request] = []
-
-            def run(conn: Connection) -> Any:
-                request = self._open(conn, "write", handler, user, meta, origin, plan.entry)
-                opened.append(request)
-                note_entry(span, request)
-                request.acting = acting
-                request.reads = reads
-                if plan.approved_for_agents:
-                    request.approval_id = self.approvals.require(
-                        conn, handler, model, user, approval, request.request_id
-                    )
-                return self._run_write(request, plan, model, user)
-
-            if key is None:
-                with self.database.begin() as conn:
-                    result = run(conn)
-            else:
-                result, replayed = self.keyed.run(key, replay, run, reads)
-                if replayed:
-                    return result
-            request = opened[-1]
-        except AsanohaError as error:
-            count_failed_write(qn, error)
-            raise
-        except Exception:
-            count_write(qn, "failed", "internal")
-            raise
-        self._committed([qn], request)
-        return result
+        """Run the write handler ``qn`` for ``user`` and return its data: its plan, through
+        the write pipeline (see ``WritePipeline.write``)."""
+        return self.writes.write(
+            qn,
+            payload,
+            user,
+            parent=parent,
+            meta=meta,
+            origin=origin,
+            acting=acting,
+            approval=approval,
+            reads=reads,
+            idempotency_key=idempotency_key,
+            replay=replay,
+        )
 
     def dispatch_batch(
         self,
@@ -271,101 +193,14 @@ class Service:
         idempotency_key: str | None = None,
         replay: idempotency.Replay | None = None,
     ) -> list[Any]:
-        """Run several writes in one transaction; each item is its own entry handler.
+        """Run several writes in one transaction (see ``WritePipeline.batch``)."""
+        return self.writes.batch(
+            items, user, meta=meta, idempotency_key=idempotency_key, replay=replay
+        )
 
-        The first failure rolls back every item and is raised with ``details["index"]``.
-        ``idempotency_key`` keeps the batch's first outcome as ``dispatch_write`` does; the
-        digest covers every item's handler and payload.
-        """
-        with observed("batch", idempotency.BATCH_SCOPE, user, meta) as span:
-            span.set("batch.items", len(items))
-            return self._dispatch_batch(items, user, meta, idempotency_key, replay)
-
-    def _dispatch_batch(
-        self,
-        items: Sequence[tuple[str, Any]],
-        user: SessionUser,
-        meta: RequestMeta | None,
-        idempotency_key: str | None,
-        replay: idempotency.Replay | None,
-    ) -> list[Any]:
-        key: idempotency.IdempotencyKey | None = None
-        if idempotency_key is not None:
-            digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
-            key = idempotency.key_of(
-                idempotency.check_key(idempotency_key),
-                idempotency.BATCH_SCOPE,
-                user,
-                lambda: digest,
-            )
-        holder: list[Request] = []
-
-        def run(conn: Connection) -> list[Any]:
-            results: list[Any] = []
-            holder.clear()
-            self._run_batch_items(conn, items, user, meta, results, holder)
-            return results
-
-        if key is None:
-            with self.database.begin() as conn:
-                results = run(conn)
-        else:
-            kept, replayed = self.keyed.run(key, replay, run)
-            results = list(kept)
-            if replayed:
-                return results
-        self._committed([qn for qn, _ in items], holder[0] if holder else None)
-        return results
-
-    def _run_batch_items(
-        self,
-        conn: Connection,
-        items: Sequence[tuple[str, Any]],
-        user: SessionUser,
-        meta: RequestMeta | None,
-        results: list[Any],
-        holder: list[Request],
-    ) -> None:
-        """The items of a batch in order; ``holder`` gets the root request when one opens.
-        Each item is traced and logged as a single write of its handler."""
-        for index, (qn, payload) in enumerate(items):
-            try:
-                with observed("write", qn, user, meta) as span:
-                    results.append(
-                        self._run_batch_item(conn, qn, payload, user, meta, holder, span)
-                    )
-            except AsanohaError as error:
-                error.details["index"] = index
-                count_failed_write(qn, error)
-                raise
-
-    def _run_batch_item(
-        self,
-        conn: Connection,
-        qn: str,
-        payload: Any,
-        user: SessionUser,
-        meta: RequestMeta | None,
-        holder: list[Request],
-        span: telemetry.Span,
-    ) -> Any:
-        handler, model = self._admit(qn, "write", payload, user)
-        plan = self.plan_of(handler)
-        if plan.rate_limited:
-            self._check_rate(handler, user, meta)
-        if not holder:
-            holder.append(self._open(conn, "write", handler, user, meta, None, plan.entry))
-            request = holder[0]
-        else:
-            entry = plan.entry
-            request = holder[0].with_entry(
-                entry, WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk)
-            )
-        note_entry(span, request)
-        if plan.approved_for_agents:
-            # A batch carries no approval tokens: an agent's high-risk item is refused.
-            self.approvals.require(conn, handler, model, user, None, request.request_id)
-        return self._run_write(request, plan, model, user)
+    def plan_of(self, handler: HandlerDef) -> WritePlan:
+        """The write plan of ``handler`` (see ``write_plan``), made once."""
+        return self.writes.plan_of(handler)
 
     @contextmanager
     def unit_of_work(
@@ -393,17 +228,6 @@ class Service:
             )
             yield request
         self.after_commit(request)
-
-    def _committed(self, qns: Sequence[str], request: Request | None) -> None:
-        """Count the committed writes of ``qns`` and run ``after_commit``. Never raises: the
-        write has committed, and an error answer would have its caller repeat it."""
-        try:
-            for qn in qns:
-                count_write(qn, "ok")
-        except Exception:
-            log.warning("counting a committed write failed", exc_info=True)
-        if request is not None:
-            self.after_commit(request)
 
     def after_commit(self, request: Request) -> None:
         """Publish the request's outbox rows and tell the commit listeners. Never raises: the
@@ -443,57 +267,6 @@ class Service:
                         event.id,
                     )
 
-    def _run_nested(
-        self,
-        parent: Request,
-        handler: HandlerDef,
-        model: pydantic.BaseModel,
-        user: SessionUser,
-        key: idempotency.IdempotencyKey | None = None,
-        replay: idempotency.Replay | None = None,
-    ) -> Any:
-        # A job's or consumer's unit of work has no entry handler: what it dispatches is.
-        plan = self.plan_of(handler)
-        request = parent if parent.entry is not None else parent.with_entry(plan.entry)
-        return self.keyed.run_nested(
-            request, key, replay, lambda: self._run_write(request, plan, model, user)
-        )
-
-    def _run_write(
-        self, request: Request, plan: WritePlan, model: pydantic.BaseModel, user: SessionUser
-    ) -> Any:
-        """The plan's steps inside the transaction: the handler, then its triggered jobs."""
-        handler = plan.handler
-        try:
-            result = handler.func(model, WriteContext(self, request, handler, user))
-        except DataError as exc:
-            # The database refused a value the payload model let through (a NUL character,
-            # a number beyond a column's range): bad input, answered as such, not a crash.
-            detail = str(exc.orig).strip().splitlines()[0] if exc.orig else "value refused"
-            raise UnprocessableError(
-                Reasons.UNPROCESSABLE, handler=handler.qn, error=detail
-            ) from None
-        if plan.triggered:
-            self._enqueue_triggered(request, plan, model, user, result)
-        return result
-
-    def _enqueue_triggered(
-        self,
-        request: Request,
-        plan: WritePlan,
-        model: pydantic.BaseModel,
-        user: SessionUser,
-        result: Any,
-    ) -> None:
-        handler = plan.handler
-        payload = model.model_dump(mode="json")
-        # The job sees the handler's result as the caller did (JSON), as ``ctx.trigger.result``,
-        # made storable here: nothing about it may fail the write (see ``trigger_result``).
-        stored = storable_trigger_result(result, handler.qn)
-        self.jobs_enqueue.place_triggered(
-            request, plan.triggered, payload, user, handler.qn, stored
-        )
-
     # -- queries ----------------------------------------------------------------------------
 
     def dispatch_query(
@@ -517,13 +290,15 @@ class Service:
         it, the primary serves.
         """
         if parent is not None:
-            handler, model = self._admit(qn, "query", payload, user)
+            handler, model = self.admission.admit(qn, "query", payload, user)
             return handler.func(model, QueryContext(self, parent, handler, user))
         with observed("query", qn, user, meta) as span:
-            handler, model = self._admit(qn, "query", payload, user)
-            self._check_rate(handler, user, meta)
+            handler, model = self.admission.admit(qn, "query", payload, user)
+            self.admission.check_rate(handler, user, meta)
             with self._reading(handler, read_after, span) as conn:
-                request = self._open(conn, "query", handler, user, meta, None)
+                request = open_request(
+                    conn, "query", handler, user, meta, None, self._entry_of(handler)
+                )
                 note_entry(span, request)
                 request.reads = reads
                 return handler.func(model, QueryContext(self, request, handler, user))
@@ -670,73 +445,9 @@ class Service:
 
     # -- pieces -----------------------------------------------------------------------------
 
-    def _admit(
-        self, qn: str, kind: str, payload: Any, user: SessionUser
-    ) -> tuple[HandlerDef, pydantic.BaseModel]:
-        """Steps 1-3 of every dispatch: the handler exists, admits ``user``, accepts ``payload``."""
-        handler = self.registry.find_handler(qn)
-        if handler is None or handler.kind != kind:
-            raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
-        if not handler.access.admits(user):
-            raise AccessDeniedError(
-                Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
-            )
-        check_storable(payload, handler.qn)
-        return handler, validate_payload(handler.payload_model, payload, handler.qn)
-
-    def _check_rate(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
-        """Count a top-level call of a rate-limited handler (see ``rate_limits``)."""
-        if self.rate_limiter is None:
-            if handler.rate_limit is None:
-                return
-            # App refuses to start this way; a bare Service must be given a limiter.
-            raise RuntimeError(
-                f"{handler.qn} declares rate_limit= but the service has no rate limiter; "
-                "set ASANOHA_RATE_LIMIT_URL (or a redis:// ASANOHA_BROKER_URL)"
-            )
-        # The limiter knows the application's default for handlers that declare none.
-        self.rate_limiter.check(handler, user, meta)
-
-    def plan_of(self, handler: HandlerDef) -> WritePlan:
-        """The write plan of ``handler`` (see ``write_plan``), made once."""
-        plan = self._plans.get(handler.qn)
-        # A registry's handler is the one planned; another object of the same name (a test
-        # that builds its own) gets a plan of its own.
-        if plan is None or plan.handler is not handler:
-            default = self.rate_limiter.default if self.rate_limiter is not None else None
-            plan = build_write_plan(self.registry, handler, default)
-            self._plans[handler.qn] = plan
-        return plan
-
     def _entry_of(self, handler: HandlerDef) -> EntryHandler:
         entry = self._entries.get(handler.qn)
         if entry is None or self.registry.find_handler(handler.qn) is not handler:
             entry = EntryHandler(handler.qn, resolve_agent_exposure(handler).risk)
             self._entries[handler.qn] = entry
         return entry
-
-    def _open(
-        self,
-        conn: Connection,
-        kind: RequestKind,
-        handler: HandlerDef,
-        user: SessionUser,
-        meta: RequestMeta | None,
-        origin: WriteOrigin | None,
-        entry: EntryHandler | None = None,
-    ) -> Request:
-        """The request of a top-level dispatch: ``handler`` is its entry handler (``entry``:
-        as its write plan has it)."""
-        meta = meta or RequestMeta()
-        entry = entry or self._entry_of(handler)
-        request = Request(
-            conn=conn,
-            user=user,
-            kind=kind,
-            entry=entry,
-            origin=origin or WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
-            meta=meta,
-        )
-        if meta.request_id:
-            request.request_id = meta.request_id
-        return request

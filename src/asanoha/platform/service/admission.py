@@ -1,0 +1,85 @@
+"""Admission: the first steps of every dispatch, a write's or a query's, before any
+transaction: the handler exists (404), its access rule admits the caller (403), the payload
+is storable and valid (413, 400); then, for a top-level call of a rate-limited handler, the
+rate limit (429). And the request a top-level dispatch opens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from sqlalchemy import Connection
+
+from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
+from asanoha.platform.model import HandlerDef, Registry, SessionUser
+from asanoha.platform.service.rate_limits import RateLimiter
+from asanoha.platform.service.request import (
+    EntryHandler,
+    Request,
+    RequestKind,
+    RequestMeta,
+    WriteOrigin,
+)
+from asanoha.platform.service.validation import check_storable, validate_payload
+
+
+class Admission:
+    """Admits calls to the handlers of one registry."""
+
+    def __init__(self, registry: Registry, rate_limiter: RateLimiter | None) -> None:
+        self._registry = registry
+        #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
+        self.rate_limiter = rate_limiter
+
+    def admit(
+        self, qn: str, kind: str, payload: Any, user: SessionUser
+    ) -> tuple[HandlerDef, pydantic.BaseModel]:
+        """The handler exists, admits ``user`` and accepts ``payload``: it and the payload."""
+        handler = self._registry.find_handler(qn)
+        if handler is None or handler.kind != kind:
+            raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
+        if not handler.access.admits(user):
+            raise AccessDeniedError(
+                Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
+            )
+        check_storable(payload, handler.qn)
+        return handler, validate_payload(handler.payload_model, payload, handler.qn)
+
+    def check_rate(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
+        """Count a top-level call of a rate-limited handler (see ``rate_limits``)."""
+        if self.rate_limiter is None:
+            if handler.rate_limit is None:
+                return
+            # App refuses to start this way; a bare Service must be given a limiter.
+            raise RuntimeError(
+                f"{handler.qn} declares rate_limit= but the service has no rate limiter; "
+                "set ASANOHA_RATE_LIMIT_URL (or a redis:// ASANOHA_BROKER_URL)"
+            )
+        # The limiter knows the application's default for handlers that declare none.
+        self.rate_limiter.check(handler, user, meta)
+
+
+def open_request(
+    conn: Connection,
+    kind: RequestKind,
+    handler: HandlerDef,
+    user: SessionUser,
+    meta: RequestMeta | None,
+    origin: WriteOrigin | None,
+    entry: EntryHandler,
+) -> Request:
+    """The request of a top-level dispatch: ``handler`` is its entry handler, ``origin`` the
+    chain it continues (``None``: it begins one)."""
+    meta = meta or RequestMeta()
+    request = Request(
+        conn=conn,
+        user=user,
+        kind=kind,
+        entry=entry,
+        origin=origin or WriteOrigin.of_call(handler.qn, user, handler.access, entry.risk),
+        meta=meta,
+    )
+    if meta.request_id:
+        request.request_id = meta.request_id
+    return request
