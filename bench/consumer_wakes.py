@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> tuple[WakeTasks, float]:
                 if not delivered.complete.wait(args.timeout):
                     raise RuntimeError(f"{delivered.count} of {args.writes} delivered in time")
                 seconds = time.perf_counter() - began
+                # The last tasks end their rounds before the database goes.
+                runtime.drain(timeout=args.timeout)
             finally:
                 runtime.stop()
         finally:
