@@ -355,9 +355,9 @@ def write_path(url: str, args: argparse.Namespace) -> tuple[Throughput, Throughp
         if part.pin:
             os.sched_setaffinity(0, range(os.cpu_count() or 1))
         if "celery" in beside.__dict__:
-            from asanoha.workers.lanes import delete_queues, lane_queues
+            from asanoha.workers.lanes import app_queues, delete_queues
 
-            delete_queues(beside.celery, lane_queues(settings))
+            delete_queues(beside.celery, app_queues(settings))
         alone.close()
         beside.close()
 

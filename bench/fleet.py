@@ -68,7 +68,6 @@ from _stamps import STAMPS_ENV, read_stamps
 from asanoha import App, Settings
 from asanoha.platform.http.auth import issue_token
 from asanoha.workers import dispatch_job
-from asanoha.workers.consumer_wake import publish_advance
 from http_write import running_server
 from partitioned_consumer import copies, fill
 
@@ -343,7 +342,7 @@ def measure_consumer(partitions: int, args: argparse.Namespace) -> Measured:
                 with watching(url, lambda: trees(running)) as window:
                     began = time.perf_counter()
                     app.consumers.enable(CONSUMER)
-                    publish_advance(app.celery, settings)
+                    app.celery_jobs.request_consumer_wakes()
                     wait_until(
                         lambda: copies(url) >= args.events,
                         running[0],

@@ -6,8 +6,8 @@ processes (concurrency 1 each).
 
 For each count a fresh database gets the backlog (``--events`` events over 5,000 streams,
 each with its partition key as ``append_event`` computes it) while the consumer is
-disabled; both workers start, and the clock runs from enabling the consumer (and publishing
-one advance task) until every event has its row. ``--rounds`` alternates the counts and keeps
+disabled; both workers start, and the clock runs from enabling the consumer (and waking each
+of its partitions) until every event has its row. ``--rounds`` alternates the counts and keeps
 each one's best. The target: at least 1.6x the rate of one partition at 4 on a 2-core
 machine.
 """
@@ -33,7 +33,6 @@ from _processes import descendants, started, wait_for_output
 from _results import Figure, at_least, safe_ratio, write_figures
 from asanoha import App, Settings
 from asanoha.platform.store.events import partition_key
-from asanoha.workers.consumer_wake import publish_advance
 
 BENCH_DIR = Path(__file__).resolve().parent
 BROKER_URL = "redis://127.0.0.1:6379/0"
@@ -120,7 +119,7 @@ def run(partitions: int, args: argparse.Namespace) -> tuple[float, str]:
                 began = time.perf_counter()
                 busy_before = cpu_ticks()
                 app.consumers.enable(CONSUMER)
-                publish_advance(app.celery, settings)
+                app.celery_jobs.request_consumer_wakes()
                 deadline = time.monotonic() + args.timeout
                 while copies(url) < args.events:
                     if time.monotonic() > deadline:

@@ -61,6 +61,7 @@ BENCHMARKS = (
     Benchmark("console_page.py", quick=("--rows", "10000", "--other", "2000", "--renders", "3")),
     Benchmark("rebuild.py", quick=("--quick",)),
     Benchmark("partitioned_consumer.py", quick=("--events", "2000", "--rounds", "1")),
+    Benchmark("consumer_wakes.py", quick=("--quick",)),
     # API processes, workers and a partitioned consumer scaled 1 -> 2 -> 4 (quick: 1 -> 2).
     Benchmark("fleet.py", quick=("--quick", "--counts", "1", "2")),
     # Last: loading a million events leaves Postgres busy for a while afterwards (autovacuum,

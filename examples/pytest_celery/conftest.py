@@ -16,7 +16,7 @@ from shop import feature
 from asanoha import App
 from asanoha.platform.settings import Settings
 from asanoha.testing.celery_drain import celery_worker_parameters_for
-from asanoha.workers.lanes import delete_queues, lane_queues
+from asanoha.workers.lanes import app_queues, delete_queues
 
 # celery_app, celery_worker, celery_config, ...: Celery's fixtures, with an in-process worker.
 pytest_plugins = ["celery.contrib.pytest"]
@@ -39,7 +39,7 @@ def asanoha_app(celery_config: dict[str, Any], tmp_path: Path) -> Iterator[App]:
     app = App([feature], settings)
     app.create_schema()
     yield app
-    delete_queues(app.celery, lane_queues(settings))
+    delete_queues(app.celery, app_queues(settings))
     app.close()
 
 

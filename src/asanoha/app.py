@@ -161,15 +161,16 @@ class App:
         return broker_countdown_limit(job, self.settings)
 
     def _wake_consumers(self, events: Sequence[StoredEvent]) -> None:
-        """After a commit: have a worker advance the consumers, if one follows ``events``."""
-        if self.consumers.follows(events):
-            self._consumer_waker.wake()
+        """After a commit: have a worker advance the consumers that follow ``events``."""
+        names = self.consumers.following(events)
+        if names:
+            self._consumer_waker.wake(names)
 
     @functools.cached_property
     def _consumer_waker(self) -> ConsumerWaker:
-        from asanoha.workers.consumer_wake import ConsumerWaker, publish_advance
+        from asanoha.workers.consumer_wake import ConsumerWaker
 
-        return ConsumerWaker(lambda: publish_advance(self.celery, self.settings))
+        return ConsumerWaker(lambda names: self.celery_jobs.request_consumer_wakes(names))
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
         """What ``/health/ready`` asks: whether this process can serve calls, that is whether

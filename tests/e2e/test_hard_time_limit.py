@@ -15,7 +15,7 @@ from asanoha.app import App
 from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
 from asanoha.testing.databases import TestDatabase
-from asanoha.workers.lanes import delete_queues, lane_queues
+from asanoha.workers.lanes import app_queues, delete_queues
 from asanoha.workers.retry_policy import HARD_LIMIT_GRACE
 from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
 from tests.e2e.test_job_retry import wait_for_state
@@ -45,7 +45,7 @@ def time_limit_app(request: pytest.FixtureRequest, private_redis: PrivateRedis) 
         app.create_schema()
         yield app
     finally:
-        delete_queues(app.celery, lane_queues(settings))
+        delete_queues(app.celery, app_queues(settings))
         app.close()
         database.drop()
 

@@ -18,7 +18,7 @@ from asanoha.app import App
 from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
 from asanoha.testing.databases import TestDatabase
-from asanoha.workers.lanes import delete_queues, lane_queues
+from asanoha.workers.lanes import app_queues, delete_queues
 from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
 from tests.e2e.redelivery_app import feature
 from tests.e2e.test_job_retry import wait_for_state
@@ -45,7 +45,7 @@ def redelivery_app() -> Iterator[App]:
         app.create_schema()
         yield app
     finally:
-        delete_queues(app.celery, lane_queues(settings))
+        delete_queues(app.celery, app_queues(settings))
         app.close()
         database.drop()
 

@@ -19,7 +19,7 @@ from asanoha.platform.settings import Settings
 from asanoha.testing.databases import TestDatabase
 from asanoha.testing.stack import amqp_url_for_tests, broker_url_for_tests
 from asanoha.workers import dispatch_job
-from asanoha.workers.lanes import delete_queues, lane_queues
+from asanoha.workers.lanes import app_queues, delete_queues
 from tests.e2e.killable_app import feature
 from tests.private_redis import PrivateRedis
 
@@ -51,7 +51,7 @@ def e2e_app(request: pytest.FixtureRequest, private_redis: PrivateRedis) -> Iter
         app.create_schema()
         yield app
     finally:
-        delete_queues(app.celery, lane_queues(settings))
+        delete_queues(app.celery, app_queues(settings))
         app.close()
         database.drop()
 
@@ -76,7 +76,7 @@ def _start_worker(app: App, name: str, role: str) -> subprocess.Popen[bytes]:
         "tests.e2e.killable_app:celery",
         "worker",
         "--pool=solo",
-        f"--queues={','.join(lane_queues(settings))}",
+        f"--queues={','.join(app_queues(settings))}",
         f"--hostname={name}@%h",
         "--without-mingle",
         "--without-gossip",

@@ -47,7 +47,8 @@ def worker(
         list[str] | None,
         typer.Option(
             help="Lanes whose queues this worker consumes (worker, api); repeat the option "
-            "or separate with commas. Default: every lane.",
+            "or separate with commas. Default: every lane. Every worker also consumes the "
+            "platform's queues (consumer wake-ups, cron ticks).",
             show_default=False,
         ),
     ] = None,
@@ -124,14 +125,16 @@ def worker_argv(
     hostname: str | None,
     extra: Sequence[str],
 ) -> list[str]:
-    """The ``celery worker`` arguments of ``asanoha worker``."""
-    from asanoha.workers.lanes import lane_queues
+    """The ``celery worker`` arguments of ``asanoha worker``: the queues of ``lanes``, then
+    the platform's own (consumer wake-ups, cron ticks), so that those never wait behind a
+    job backlog."""
+    from asanoha.workers.lanes import app_queues
 
     name = hostname or f"{settings.queue_prefix}@%h-{os.getpid()}"
     return [
         "worker",
         f"--concurrency={concurrency}",
-        f"--queues={','.join(lane_queues(settings, lanes))}",
+        f"--queues={','.join(app_queues(settings, lanes))}",
         f"--hostname={name}",
         f"--loglevel={loglevel}",
         *extra,

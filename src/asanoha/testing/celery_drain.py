@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 
 
 def celery_worker_parameters_for(app: App) -> dict[str, Any]:
-    """What ``celery_worker_parameters`` returns for ``app``: every lane queue, and no ping
+    """What ``celery_worker_parameters`` returns for ``app``: every queue of the application, and no ping
     check (it needs a result backend, and asanoha jobs keep no results)."""
-    from asanoha.workers.lanes import lane_queues
+    from asanoha.workers.lanes import app_queues
 
-    return {"queues": list(lane_queues(app.settings)), "perform_ping_check": False}
+    return {"queues": list(app_queues(app.settings)), "perform_ping_check": False}
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from celery.schedules import crontab
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
-from asanoha.workers.lanes import queue_name
+from asanoha.workers.lanes import platform_queue
 
 CRON_TASK_NAME = "asanoha.cron"
 PRUNE_TASK_NAME = "asanoha.prune-jobs"
@@ -53,7 +53,8 @@ def parse_cron(expression: str, job_qn: str) -> crontab:
 def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dict[str, Any]]:
     """Beat entries: every cron job (enqueued as the default tenant's system user) and the
     hourly prune of finished job rows older than ``ASANOHA_JOB_RETENTION_DAYS``."""
-    queue = queue_name(settings.queue_prefix, "worker")
+    # Ticks and the prune have a queue of their own: they never wait behind a job backlog.
+    queue = platform_queue(settings, "cron")
     schedule: dict[str, dict[str, Any]] = {
         PRUNE_TASK_NAME: {
             "task": PRUNE_TASK_NAME,

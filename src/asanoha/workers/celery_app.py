@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,15 +14,15 @@ from kombu.entity import Exchange, Queue
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempts import AttemptRunner
-from asanoha.workers.beat import build_beat_schedule
+from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME, build_beat_schedule
 from asanoha.workers.boot_jobs import enqueue_boot_jobs
 from asanoha.workers.broker_connection import BrokerAMQP
 from asanoha.workers.consumer_tick import add_consumer_tick
-from asanoha.workers.consumer_wake import register_advance_task
+from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME, ConsumerWakes, register_advance_task
 from asanoha.workers.cron_tasks import register_cron_tasks
 from asanoha.workers.job_rows import JobRows, job_rows_for
 from asanoha.workers.job_task import register_job_task
-from asanoha.workers.lanes import lane_queues, queue_for_job, queue_name
+from asanoha.workers.lanes import app_queues, platform_queue, queue_for_job, queue_name
 from asanoha.workers.log_hooks import keep_personal_values_out_of_task_lines
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 from asanoha.workers.outcomes import JobOutcomes
@@ -58,6 +59,8 @@ class CeleryJobs:
     #: Whether a worker started with this Celery app runs the relay in its main process
     #: (``asanoha worker`` and ``celery worker`` do; a test stack's ``drain()`` relays itself).
     relay_in_worker: bool = True
+    #: The consumers' wake-ups (``None`` when the application has no consumer).
+    wakes: ConsumerWakes | None = None
     _probe: BrokerProbe | None = field(default=None, repr=False)
 
     def probe(self) -> BrokerProbe:
@@ -65,6 +68,11 @@ class CeleryJobs:
         if self._probe is None:
             self._probe = make_probe(self.celery, self.outcomes, BROKER_SOCKET_TIMEOUT)
         return self._probe
+
+    def request_consumer_wakes(self, names: Sequence[str] | None = None) -> int:
+        """Wake the consumers ``names`` (every one by default) whose partitions have no
+        wake-up pending; return how many tasks were published."""
+        return self.wakes.request(names) if self.wakes is not None else 0
 
     def connect_worker_signals(self) -> None:
         """Hook the worker's process lifecycle: reset engines after the pool forks, run the
@@ -134,8 +142,9 @@ def make_celery(app: App) -> CeleryJobs:
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)
     register_cron_tasks(celery, app.service, settings, tenants=app.tenants)
-    if app.consumers:
-        register_advance_task(celery, app.consumers, settings)
+    wakes = ConsumerWakes(celery, app.consumers, settings) if app.consumers else None
+    if wakes is not None:
+        register_advance_task(celery, wakes)
         if settings.consumer_tick_interval > 0:
             add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
     outcomes = JobOutcomes(celery)
@@ -153,7 +162,7 @@ def make_celery(app: App) -> CeleryJobs:
         open_probe=lambda: make_probe(celery, outcomes, BROKER_SOCKET_TIMEOUT),
         job_lanes=app.service.job_lanes,
     )
-    jobs = CeleryJobs(celery, publisher, runner, relay, outcomes, rows, app)
+    jobs = CeleryJobs(celery, publisher, runner, relay, outcomes, rows, app, wakes=wakes)
     jobs.connect_worker_signals()
     return jobs
 
@@ -187,13 +196,19 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
         task_default_queue=default_queue,
         task_default_exchange=default_queue,
         task_default_routing_key=default_queue,
-        # Every lane queue declared up front, as Celery would declare it on first use: so
-        # that commands working on "the app's queues" ('celery purge') see every lane.
+        # Every queue declared up front, as Celery would declare it on first use: so that
+        # commands working on "the app's queues" ('celery purge') see every one.
         task_queues=[
             _lane_queue(name, JobPriorities.of(registry, settings.broker_url).queue_arguments)
-            for name in lane_queues(settings)
+            for name in app_queues(settings)
         ],
-        task_routes={job.qn: {"queue": queue_for_job(settings, job)} for job in registry.jobs},
+        task_routes={
+            **{job.qn: {"queue": queue_for_job(settings, job)} for job in registry.jobs},
+            # The platform's tasks never share a queue with jobs (see ``lanes``).
+            ADVANCE_TASK_NAME: {"queue": platform_queue(settings, "consumers")},
+            CRON_TASK_NAME: {"queue": platform_queue(settings, "cron")},
+            PRUNE_TASK_NAME: {"queue": platform_queue(settings, "cron")},
+        },
         # Remote control commands of one application never reach another's workers, and
         # its task and worker events reach only its own monitors (Flower), not another's.
         control_exchange=f"{settings.queue_prefix}.control",

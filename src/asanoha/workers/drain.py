@@ -21,7 +21,7 @@ from asanoha.platform.consumers import (
 )
 from asanoha.platform.service.job_pauses import paused_job_qns
 from asanoha.platform.service.outbox import count_paused_rows, count_unfinished
-from asanoha.workers.lanes import lane_queues
+from asanoha.workers.lanes import app_queues
 from asanoha.workers.pending import PendingWork
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class Drainer:
             # Their job-trigger deliveries become job rows, published right away.
             consumers.run_once()
         self._app.service.relay_outbox()
-        queued, reserved = self._jobs.probe().count(lane_queues(self._app.settings))
+        queued, reserved = self._jobs.probe().count(app_queues(self._app.settings))
         tables = self._app.service.tables
         with self._app.database.connect() as conn:
             paused = paused_job_qns(conn, tables, self._app.service.job_lanes)

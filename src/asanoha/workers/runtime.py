@@ -14,7 +14,7 @@ from celery.worker import state as worker_state
 from asanoha.platform.model import SessionUser
 from asanoha.workers.dispatch import dispatch_job
 from asanoha.workers.drain import Drainer, DrainSummary
-from asanoha.workers.lanes import delete_queues, lane_queues
+from asanoha.workers.lanes import app_queues, delete_queues
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -87,7 +87,7 @@ class JobRuntime:
                 "polling_interval": BRPOP_TIMEOUT,
             }
         outcomes = jobs.outcomes
-        queues = lane_queues(app.settings)
+        queues = app_queues(app.settings)
         resources = ExitStack()
         resources.callback(_release, app)
         # The embedded worker makes its app Celery's current and default one; a closed

@@ -1,66 +1,71 @@
-"""Wake-ups after commits are coalesced: a burst publishes a handful of tasks, not one each;
-follow-ups of the advance task are scheduled once."""
+"""Wake-up requests after commits are merged per process; what a wake-up task does after a
+round: end it, follow up (held cursor, a retry without the tick) or hold its partition."""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
 
-from asanoha.platform.consumers import Round
-from asanoha.workers.consumer_wake import BUSY_FOLLOW_UP, ConsumerWaker, FollowUps, follow_up_delay
+from asanoha.platform.consumers import PassResult
+from asanoha.workers.consumer_wake import (
+    BUSY_FOLLOW_UP,
+    STOPPED_HOLD,
+    ConsumerWaker,
+    NextStep,
+    next_step,
+)
 
 
-def test_a_burst_of_wakes_publishes_one_or_two_tasks():
-    sent: list[int] = []
+def test_a_burst_of_wakes_sends_one_or_two_requests_naming_every_consumer():
+    sent: list[tuple[str, ...]] = []
     first = threading.Event()
 
-    def send() -> None:
-        sent.append(1)
+    def send(names: tuple[str, ...]) -> None:
+        sent.append(names)
         first.set()
 
     waker = ConsumerWaker(send, interval=0.2)
-    for _ in range(1000):
-        waker.wake()
+    for n in range(1000):
+        waker.wake(["a:consumer:x"] if n % 2 else ["a:consumer:y"])
     assert first.wait(10)
     waker.close()
-    # The first wake publishes; every wake during that publish and the interval after it
+    # The first wake sends; every wake during that request and the interval after it
     # merges into at most one more.
     assert 1 <= len(sent) <= 2
+    assert set().union(*sent) == {"a:consumer:x", "a:consumer:y"}
 
 
-def test_a_wake_after_a_quiet_period_publishes_again():
+def test_a_wake_after_a_quiet_period_requests_again():
     sent = threading.Semaphore(0)
-    waker = ConsumerWaker(sent.release, interval=0.01)
+    waker = ConsumerWaker(lambda names: sent.release(), interval=0.01)
     try:
-        waker.wake()
+        waker.wake(["a:consumer:x"])
         assert sent.acquire(timeout=10)
-        waker.wake()
+        waker.wake(["a:consumer:x"])
         assert sent.acquire(timeout=10)
     finally:
         waker.close()
 
 
-def test_a_round_that_left_a_cursor_held_or_a_retry_asks_for_a_follow_up():
+def test_after_a_round_a_held_cursor_gets_a_follow_up_and_a_caught_up_one_ends():
+    assert next_step(PassResult("a", delivered=3), ticking=True, longest=60) == NextStep("end")
+    held = PassResult("a", busy=True)
+    assert next_step(held, ticking=True, longest=60) == NextStep("follow_up", BUSY_FOLLOW_UP)
+    assert next_step(held, ticking=False, longest=60) == NextStep("follow_up", BUSY_FOLLOW_UP)
+
+
+def test_a_retry_is_a_follow_up_without_the_tick_and_a_hold_with_it():
     now = dt.datetime.now(dt.UTC)
-    assert follow_up_delay(Round(delivered=3), 60) is None
-    assert follow_up_delay(Round(busy=("a:consumer:b",)), 60) == BUSY_FOLLOW_UP
-    soon = follow_up_delay(Round(next_attempt_at=now + dt.timedelta(seconds=5)), 60)
-    assert soon is not None and 4 < soon <= 5
+    soon = PassResult("a", retry_at=now + dt.timedelta(seconds=5))
+    assert next_step(soon, ticking=False, longest=60, now=now) == NextStep("follow_up", 5)
+    assert next_step(soon, ticking=True, longest=60, now=now) == NextStep("hold", 5)
     # Long waits are a chain of follow-ups: the broker never holds a long countdown.
-    assert follow_up_delay(Round(next_attempt_at=now + dt.timedelta(hours=1)), 60) == 60
-    assert follow_up_delay(Round(next_attempt_at=now - dt.timedelta(seconds=1)), 60) == 0
-    # With the workers' tick: a held cursor still gets one, a failing event's attempt not.
-    held = Round(busy=("a:consumer:b",), next_attempt_at=now - dt.timedelta(seconds=1))
-    assert follow_up_delay(held, 60, ticking=True) == BUSY_FOLLOW_UP
-    assert follow_up_delay(Round(next_attempt_at=now), 60, ticking=True) is None
+    late = PassResult("a", retry_at=now + dt.timedelta(hours=1))
+    assert next_step(late, ticking=False, longest=60, now=now) == NextStep("follow_up", 60)
+    past = PassResult("a", retry_at=now - dt.timedelta(seconds=1))
+    assert next_step(past, ticking=False, longest=60, now=now) == NextStep("follow_up", 0)
 
 
-def test_a_follow_up_already_scheduled_earlier_covers_a_later_one():
-    sent: list[float] = []
-    follow_ups = FollowUps(sent.append)
-    follow_ups.want(2.0)
-    follow_ups.want(5.0)
-    follow_ups.want(2.0)
-    assert sent == [2.0]
-    follow_ups.want(0.5)
-    assert sent == [2.0, 0.5]
+def test_a_dead_or_disabled_partition_is_held_without_a_task():
+    stopped = PassResult("a", stopped=True)
+    assert next_step(stopped, ticking=False, longest=60) == NextStep("hold", STOPPED_HOLD)

@@ -7,6 +7,7 @@ from asanoha.platform.model import Access, Backoff, Feature
 from asanoha.platform.settings import Settings
 from asanoha.workers import make_celery
 from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME
+from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 
 
@@ -47,6 +48,10 @@ def test_every_job_is_a_task_named_by_its_qn_on_its_lane_queue():
     assert celery.amqp.router.route({}, "shop:job:report")["queue"].name == "s1.api"
     assert {CRON_TASK_NAME, PRUNE_TASK_NAME} <= set(celery.tasks)
     assert celery.conf.task_routes["shop:job:report"] == {"queue": "s1.api"}
+    # The platform's own tasks are on queues of their own, never on a job lane.
+    assert celery.amqp.router.route({}, ADVANCE_TASK_NAME)["queue"].name == "s1.consumers"
+    assert celery.amqp.router.route({}, CRON_TASK_NAME)["queue"].name == "s1.cron"
+    assert celery.amqp.router.route({}, PRUNE_TASK_NAME)["queue"].name == "s1.cron"
 
 
 def test_reliability_and_monitoring_defaults():
@@ -138,8 +143,8 @@ def test_control_and_event_exchanges_are_named_after_the_queue_prefix():
     assert (second.control_exchange, second.event_exchange) == ("shop-b.control", "shop-b.events")
 
 
-def test_every_lane_queue_is_declared_so_purge_reaches_all_of_them():
+def test_every_queue_is_declared_so_purge_reaches_all_of_them():
     queues = make_celery(_app(queue_prefix="s1")).celery.amqp.queues
-    assert set(queues) == {"s1.worker", "s1.api"}
+    assert set(queues) == {"s1.worker", "s1.api", "s1.consumers", "s1.cron"}
     assert queues["s1.api"].exchange.name == "s1.api"
     assert queues["s1.api"].routing_key == "s1.api"

@@ -19,6 +19,7 @@ from asanoha.platform.consumers.job_triggers import JOB_TRIGGER_CONSUMER, consum
 from asanoha.platform.consumers.operations import ConsumerStatus
 from asanoha.platform.consumers.passes import PassResult
 from asanoha.platform.consumers.registry import Consumers, Round, RunningPass
+from asanoha.platform.consumers.wakes import Wake
 
 __all__ = [
     "JOB_TRIGGER_CONSUMER",
@@ -31,6 +32,7 @@ __all__ = [
     "PassResult",
     "Round",
     "RunningPass",
+    "Wake",
     "consumer_definitions",
     "consumers_behind",
     "describe_behind",

@@ -47,6 +47,9 @@ class PassResult:
     failed: bool = False
     #: Another process holds the cursor; nothing was done.
     busy: bool = False
+    #: The consumer is dead or disabled (in this partition): no pass delivers anything until
+    #: an operator restarts, skips or enables it.
+    stopped: bool = False
     #: When the next attempt at the event the consumer is stopped at may start, if it is
     #: stopped there and not dead (a pass before then does nothing).
     retry_at: dt.datetime | None = None
@@ -81,7 +84,7 @@ def run_pass(
             return PassResult(consumer.qn, busy=True, partition=partition)
         partitions = cursor.partitions
         if cursor.status != "idle":
-            return PassResult(consumer.qn, partition=partition, partitions=partitions)
+            return PassResult(consumer.qn, partition=partition, partitions=partitions, stopped=True)
         if cursor.waiting(dt.datetime.now(dt.UTC)):
             return PassResult(
                 consumer.qn, retry_at=cursor.retry_at, partition=partition, partitions=partitions
@@ -131,6 +134,8 @@ def run_pass(
         and not failed
         and (not delivered or _more_waiting(scan, limit)),
         failed=failed,
+        # A failure without a next attempt is the one that made it dead.
+        stopped=failed and retry_at is None,
         retry_at=retry_at,
         partition=partition,
         partitions=partitions,

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
-from asanoha.platform.consumers import operations
+from asanoha.platform.consumers import operations, wakes
 from asanoha.platform.consumers.job_triggers import consumer_definitions
 from asanoha.platform.consumers.operations import ConsumerStatus
 from asanoha.platform.consumers.passes import BATCH_SIZE, PassResult, run_pass
 from asanoha.platform.consumers.registration import register_cursors
 from asanoha.platform.consumers.repartition import repartition_consumer
 from asanoha.platform.consumers.visibility import visibility_for
+from asanoha.platform.consumers.wakes import Wake
 from asanoha.platform.errors import NotFoundError, Reasons
 from asanoha.platform.model import ConsumerDef
 from asanoha.platform.store import StoredEvent
@@ -93,6 +94,59 @@ class Consumers:
     def follows(self, events: Iterable[StoredEvent]) -> bool:
         """Whether any consumer follows any of ``events``' types."""
         return any(event.type in self._followed for event in events)
+
+    def following(self, events: Iterable[StoredEvent]) -> tuple[str, ...]:
+        """The QNs of the consumers that follow any of ``events``' types."""
+        types = {event.type for event in events}
+        return tuple(c.qn for c in self.definitions if not types.isdisjoint(c.on))
+
+    # -- wake-ups (see ``wakes``) -----------------------------------------------------------
+
+    def arm_wakes(
+        self,
+        names: Sequence[str] | None = None,
+        *,
+        until: dt.datetime,
+        partition: int | None = None,
+    ) -> list[Wake]:
+        """Ask for a wake-up of every partition of ``names`` (every consumer by default), or
+        of ``partition`` only; return the wake-ups the caller must publish (none for a
+        partition whose wake-up is pending or running already)."""
+        chosen = self.names if names is None else tuple(names)
+        if not chosen:
+            return []
+        self._ensure_registered()
+        now = dt.datetime.now(dt.UTC)
+        return wakes.arm_wakes(
+            self._service.database,
+            self._service.tables,
+            chosen,
+            until=until,
+            now=now,
+            partition=partition,
+        )
+
+    def begin_wake(self, wake: Wake, until: dt.datetime) -> bool:
+        """Start the first round of ``wake``'s task; ``False``: the partition is another
+        task's now."""
+        with self._service.database.begin() as conn:
+            return wakes.begin_round(conn, self._service.tables, wake, until)
+
+    def end_wake_round(self, wake: Wake, until: dt.datetime) -> bool:
+        """End a round of ``wake``'s task; ``True``: a write came meanwhile, run another
+        (its beginning is done)."""
+        with self._service.database.begin() as conn:
+            return wakes.end_round(conn, self._service.tables, wake, until)
+
+    def hold_wake(self, wake: Wake, until: dt.datetime) -> bool:
+        """Keep ``wake``'s row until ``until``; ``False`` when it is gone."""
+        with self._service.database.begin() as conn:
+            return wakes.hold_wake(conn, self._service.tables, wake, until)
+
+    def drop_wake(self, wake: Wake) -> None:
+        """Forget ``wake`` (its task could not be published)."""
+        with self._service.database.begin() as conn:
+            wakes.drop_wake(conn, self._service.tables, wake)
 
     # -- delivery ---------------------------------------------------------------------------
 

@@ -132,6 +132,8 @@ class Tables:
     job_pauses: Table
     #: The data key of each (tenant, subject) of personal data, wrapped by a master key.
     subject_keys: Table
+    #: The pending wake-up of each consumer partition (a row while one is pending).
+    consumer_wakes: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -312,6 +314,7 @@ def build_tables(registry: Registry) -> Tables:
         job_pauses=job_pauses,
         upcasters=upcasters_for(registry),
         subject_keys=_subject_keys_table(metadata),
+        consumer_wakes=_consumer_wakes_table(metadata),
     )
 
 
@@ -394,6 +397,25 @@ def _idempotency_table(metadata: MetaData) -> Table:
         Column("created_at", Timestamp, nullable=False),
         Column("expires_at", Timestamp, nullable=False),
         Index("ix_asanoha_idempotency_expires", "expires_at"),
+    )
+
+
+def _consumer_wakes_table(metadata: MetaData) -> Table:
+    """One row per consumer partition whose wake-up task is pending or running (see
+    ``consumers/wakes.py``): the row, not a timer, is what keeps a burst of writes to one
+    wake-up task per partition."""
+    return Table(
+        "asanoha_consumer_wakes",
+        metadata,
+        Column("name", String(200), primary_key=True),
+        Column("partition", Integer, primary_key=True),
+        # Which task owns the row: only that task's round may clear or end it.
+        Column("token", String(32), nullable=False),
+        # A write committed since the task's round began: it runs one more round.
+        Column("again", Boolean, nullable=False, default=False),
+        # Past this time the task is taken as lost (its message expired or was dropped), and
+        # the next write arms a new one.
+        Column("until", Timestamp, nullable=False),
     )
 
 

@@ -1,0 +1,137 @@
+"""Consumer wake-ups after commits: a burst of writes publishes a few tasks per partition, not
+one per write; they go to the consumers queue, never to a job lane; every event is still
+delivered once, in order per stream."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.signals import before_task_publish
+
+from asanoha import Feature
+from asanoha.testing import TestUsers
+from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
+from tests.integration.consumers.conftest import Recorder, ledger
+
+PARTITIONS = 4
+WRITES = 200
+#: Wake-up tasks a burst may publish per partition: the first, a hand-over every two seconds
+#: of rounds, and follow-ups of a cursor the drain held (the writes of a burst share rounds).
+TASKS_PER_PARTITION = 6
+NAME = "ledger:consumer:follow"
+#: The wake-up tasks are the only driver besides ``drain()``.
+LIVE = {"consumer_wake": True, "consumer_tick_interval": 0}
+#: Seconds a test waits for the wake-up tasks to deliver (a bound, not a measurement).
+WAIT = 30
+
+
+class Counted(Recorder):
+    """A recorder that tells when it has seen ``expected`` events."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected = expected
+        self.complete = threading.Event()
+
+    def __call__(self, event: Any, ctx: Any) -> None:
+        super().__call__(event, ctx)
+        if len(self.ids) >= self.expected:
+            self.complete.set()
+
+
+class Published:
+    """The routing key of every task the process publishes while it is active."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, sender: Any = None, routing_key: str = "", **_: Any) -> None:
+        with self._lock:
+            self.tasks.append((str(sender), routing_key))
+
+    def of(self, task: str, prefix: str) -> list[str]:
+        """The routing keys of the ``task`` messages sent to ``prefix``'s queues."""
+        with self._lock:
+            return [key for name, key in self.tasks if name == task and key.startswith(prefix)]
+
+
+@pytest.fixture
+def published() -> Iterator[Published]:
+    record = Published()
+    before_task_publish.connect(record, weak=False)
+    try:
+        yield record
+    finally:
+        before_task_publish.disconnect(record)
+
+
+def _write_burst(stack: Any, writes: int = WRITES) -> list[int]:
+    """``writes`` posts over 20 streams through the write path; their event ids."""
+    return [
+        int(
+            stack.service.dispatch_write(
+                "ledger:write:post", {"stream": f"s{n % 20}", "n": n}, TestUsers.admin
+            )
+        )
+        for n in range(writes)
+    ]
+
+
+def _delivered_once_in_order(recorder: Recorder, ids: list[int]) -> None:
+    assert sorted(recorder.ids) == sorted(ids)
+    by_stream: dict[str, list[int]] = defaultdict(list)
+    for event in recorder.events:
+        by_stream[event.stream_id].append(event.version)
+    for versions in by_stream.values():
+        assert versions == sorted(versions)
+
+
+def test_a_burst_of_writes_publishes_a_few_wake_up_tasks_per_partition(consumer_stack, published):
+    recorder = Counted(WRITES)
+    stack = consumer_stack([ledger(recorder, partitions=PARTITIONS)], jobs=True, settings=LIVE)
+    prefix = stack.app.settings.queue_prefix
+    ids = _write_burst(stack)
+    # The wake-up tasks alone deliver the burst.
+    assert recorder.complete.wait(WAIT)
+    stack.drain(timeout=60)
+
+    wakes = published.of(ADVANCE_TASK_NAME, prefix)
+    assert 1 <= len(wakes) <= PARTITIONS * TASKS_PER_PARTITION, len(wakes)
+    _delivered_once_in_order(recorder, ids)
+
+
+def _with_a_job(recorder: Recorder, ran: threading.Event) -> Feature:
+    feature = ledger(recorder, partitions=PARTITIONS)
+
+    @feature.job("report", manual=True)
+    def report(payload: dict[str, Any], ctx: Any) -> None:
+        ran.set()
+
+    return feature
+
+
+def test_wake_up_tasks_go_to_the_consumers_queue_and_never_to_a_job_lane(consumer_stack, published):
+    ran = threading.Event()
+    recorder = Counted(100)
+    stack = consumer_stack([_with_a_job(recorder, ran)], jobs=True, settings=LIVE)
+    prefix = stack.app.settings.queue_prefix
+    _write_burst(stack, 50)
+    stack.dispatch_job("ledger:job:report", {})
+    _write_burst(stack, 50)
+    # The wake-up tasks alone deliver the burst.
+    assert recorder.complete.wait(WAIT)
+    stack.drain(timeout=60)
+
+    assert ran.is_set()
+    wakes = published.of(ADVANCE_TASK_NAME, prefix)
+    assert wakes and set(wakes) == {f"{prefix}.consumers"}
+    jobs = published.of("ledger:job:report", prefix)
+    assert jobs == [f"{prefix}.worker"]
+    # The job lane holds jobs only: a job waits behind other jobs, never behind wake-ups.
+    on_the_lane = {name for name, key in published.tasks if key == f"{prefix}.worker"}
+    assert on_the_lane == {"ledger:job:report"}
