@@ -9,6 +9,7 @@ parent request explicitly and run in a savepoint of its transaction.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import secrets
 import uuid
@@ -46,7 +47,7 @@ from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
-from asanoha.platform.service.job_enqueue import JobEnqueuer, JobRequest
+from asanoha.platform.service.job_enqueue import JobEnqueuer
 from asanoha.platform.service.keyed_writes import KeyedWrites
 from asanoha.platform.service.observed import note_entry, observed
 from asanoha.platform.service.outbox import OutboxPublisher
@@ -391,38 +392,20 @@ class Service:
         asked = self.jobs_enqueue.check(
             job_qn, payload, delay=delay, at=at, manual=manual, priority=priority
         )
-        if parent is None:
-            with self.unit_of_work(user, origin=origin) as request:
-                return self._place_job(
-                    request, asked, user, trigger_name, idempotency_key, trigger_event_id,
-                    publish, priority,
-                )  # fmt: skip
-        return self._place_job(
-            parent, asked, user, trigger_name, idempotency_key, trigger_event_id, publish,
-            priority,
-        )  # fmt: skip
-
-    def _place_job(
-        self,
-        request: Request,
-        asked: JobRequest,
-        user: SessionUser,
-        trigger_name: str,
-        idempotency_key: str | None,
-        trigger_event_id: int | None,
-        publish: bool,
-        priority: int | None,
-    ) -> uuid.UUID:
-        return self.jobs_enqueue.place(
-            request,
-            asked,
-            user,
+        place = functools.partial(
+            self.jobs_enqueue.place,
+            asked=asked,
+            user=user,
             trigger_name=trigger_name,
             idempotency_key=idempotency_key,
             trigger_event_id=trigger_event_id,
             publish=publish,
             priority=priority,
         )
+        if parent is not None:
+            return place(parent)
+        with self.unit_of_work(user, origin=origin) as request:
+            return place(request)
 
     def relay_outbox(self, limit: int = 100) -> int:
         """Publish due job rows nobody published; return how many were sent."""

@@ -146,7 +146,13 @@ _HALF = 32
 
 
 def _access_digest(user: SessionUser) -> str:
-    return digest_of({"roles": sorted(user.roles), "agent": user.is_agent})
+    return _digest_of_access(user.roles, user.is_agent)
+
+
+@functools.lru_cache(maxsize=1024)
+def _digest_of_access(roles: frozenset[str], is_agent: bool) -> str:
+    # A keyed write pays for it once per set of roles, not on every call.
+    return digest_of({"roles": sorted(roles), "agent": is_agent})
 
 
 def _check_digest(stored: str, key: IdempotencyKey) -> None:
