@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
 from asanoha import AccessDeniedError, SessionUser, UnprocessableError, ValidationError
+from asanoha.platform.service.approvals import payload_digest
 from asanoha.platform.service.idempotency import Replay
 from asanoha.testing import TestUsers
 from tests.integration.core.contract_features import contracts
@@ -85,3 +87,23 @@ def test_a_keyed_write_answers_the_same_types_first_and_on_repeat(stack: Any) ->
     assert {name: type(value) for name, value in again.items()} == {
         name: type(value) for name, value in first.items()
     }
+
+
+def test_a_key_kept_by_an_earlier_release_is_still_answered(stack: Any) -> None:
+    """An earlier release kept the payload's whole digest, without the caller's access: such
+    a key is answered as then (by its principal), until it expires."""
+    stack.service.dispatch_write(PLACE, {"title": "a"}, ADMIN, idempotency_key="e-1")
+    handler = stack.registry.handler(PLACE)
+    whole = payload_digest(handler.payload_model.model_validate({"title": "a"}))
+    table = stack.tables.idempotency
+    with stack.db.begin() as conn:
+        conn.execute(update(table).where(table.c.key == "e-1").values(payload_digest=whole))
+    replay = Replay()
+    with stack.nothing_written():
+        stack.service.dispatch_write(
+            PLACE, {"title": "a"}, ADMIN, idempotency_key="e-1", replay=replay
+        )
+    assert replay.replayed
+    with pytest.raises(UnprocessableError) as reused:
+        stack.service.dispatch_write(PLACE, {"title": "b"}, ADMIN, idempotency_key="e-1")
+    assert reused.value.reason == "idempotency_key_reused"
