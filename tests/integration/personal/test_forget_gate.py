@@ -80,6 +80,17 @@ def key_is_live(stack: Any, subject: str) -> bool:
     return row.wrapped_key is not None and row.forgotten_at is None
 
 
+def job_of_the_write(stack: Any) -> tuple[dict[str, Any], JobContext]:
+    """The forget-later job's payload and context, as a worker builds them from its row."""
+    outbox = stack.tables.outbox
+    with stack.db.connect() as conn:
+        row = conn.execute(select(outbox).where(outbox.c.job_qn == "tidy:job:forget-later")).one()
+    job = stack.registry.job("tidy:job:forget-later")
+    assert job is not None
+    ctx = JobContext(stack.service, job, JobMeta.from_headers(row.headers), task_id="t", retries=0)
+    return row.payload, ctx
+
+
 def test_a_mid_risk_handler_cannot_forget_through_a_nested_write(stack: Any) -> None:
     subject = create_alice(stack)
     with stack.nothing_written():
@@ -101,14 +112,9 @@ def test_a_mid_risk_handler_cannot_forget_through_a_nested_write(stack: Any) -> 
 def test_a_job_of_an_agents_mid_risk_call_cannot_forget_a_subject(stack: Any) -> None:
     subject = create_alice(stack)
     stack.http.write_ok("tidy:write:ask-tidy", {"subject": subject}, AGENT)
-    outbox = stack.tables.outbox
-    with stack.db.connect() as conn:
-        row = conn.execute(select(outbox).where(outbox.c.job_qn == "tidy:job:forget-later")).one()
-    job = stack.registry.job("tidy:job:forget-later")
-    assert job is not None
-    ctx = JobContext(stack.service, job, JobMeta.from_headers(row.headers), task_id="t", retries=0)
+    payload, ctx = job_of_the_write(stack)
     with stack.nothing_written(), pytest.raises(AccessDeniedError) as raised:
-        forget_later(row.payload, ctx)
+        forget_later(payload, ctx)
     assert raised.value.reason == "irreversible_operation_requires_high_risk"
     assert raised.value.details["handler"] == "tidy:write:ask-tidy"
     assert raised.value.details["principal_kind"] == "agent"
@@ -118,11 +124,6 @@ def test_a_job_of_an_agents_mid_risk_call_cannot_forget_a_subject(stack: Any) ->
 def test_the_same_job_begun_by_a_person_forgets_the_subject(stack: Any) -> None:
     subject = create_alice(stack)
     stack.http.write_ok("tidy:write:ask-tidy", {"subject": subject}, OFFICER)
-    outbox = stack.tables.outbox
-    with stack.db.connect() as conn:
-        row = conn.execute(select(outbox).where(outbox.c.job_qn == "tidy:job:forget-later")).one()
-    job = stack.registry.job("tidy:job:forget-later")
-    assert job is not None
-    ctx = JobContext(stack.service, job, JobMeta.from_headers(row.headers), task_id="t", retries=0)
-    forget_later(row.payload, ctx)
+    payload, ctx = job_of_the_write(stack)
+    forget_later(payload, ctx)
     assert not key_is_live(stack, subject)
