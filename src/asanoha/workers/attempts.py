@@ -36,6 +36,7 @@ from asanoha.platform.service.outbox import (
 )
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
+from asanoha.workers.ignored_deliveries import ignore_delivery, unclaimed_reason
 from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.job_rows import (
     AttemptEnd,
@@ -127,7 +128,7 @@ class AttemptRunner:
                     "%s %s attempt %d: row is %s at attempt %d; acknowledged without running",
                     job.qn, row_id, attempt, claim.state, claim.attempt,
                 )  # fmt: skip
-            return
+            ignore_delivery(task, unclaimed_reason(claim, attempt))
         try:
             meta = JobMeta.from_headers(claim.headers)
         except MissingTenantError as exc:
@@ -155,7 +156,7 @@ class AttemptRunner:
                 )  # fmt: skip
                 log.info("%s %s attempt %d: over its rate limit; runs in %.1f s", job.qn,
                          row_id, attempt, wait)  # fmt: skip
-                return
+                ignore_delivery(task, f"rate limited: runs in {wait:.1f} s")
             ctx, payload = start
             self._attempt(task, job, row_id, claim, ctx, payload)
 
