@@ -131,8 +131,11 @@ class AttemptRunner:
             ignore_delivery(task, unclaimed_reason(claim, attempt))
         try:
             meta = JobMeta.from_headers(claim.headers)
-        except MissingTenantError as exc:
-            self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, str(exc)))
+        except Exception as exc:
+            # No tenant, or headers that are not an object: no later attempt reads them
+            # better, so the job fails now rather than leave the row running.
+            error = str(exc) if isinstance(exc, MissingTenantError) else _error_text(exc)
+            self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, error))
             raise
         # What the attempt logs and the error it fails with are stored without the personal
         # values it was given or read (see ``personal.redaction``).
