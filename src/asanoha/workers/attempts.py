@@ -36,7 +36,7 @@ from asanoha.platform.service.outbox import (
 )
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
-from asanoha.workers.ignored_deliveries import ignore_delivery, unclaimed_reason
+from asanoha.workers.ignored_deliveries import ignore_delivery, ignore_unclaimed
 from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.job_rows import (
     AttemptEnd,
@@ -128,7 +128,7 @@ class AttemptRunner:
                     "%s %s attempt %d: row is %s at attempt %d; acknowledged without running",
                     job.qn, row_id, attempt, claim.state, claim.attempt,
                 )  # fmt: skip
-            ignore_delivery(task, unclaimed_reason(claim, attempt))
+            ignore_unclaimed(task, claim, attempt)
         try:
             meta = JobMeta.from_headers(claim.headers)
         except Exception as exc:

@@ -34,24 +34,33 @@ log = logging.getLogger("asanoha.jobs")
 IGNORED_EVENT = "task-ignored"
 
 
-def unclaimed_reason(claim: Unclaimed, attempt: int) -> str:
-    """Why the delivery of ``attempt`` that found the row as ``claim`` ran nothing."""
+def ignore_unclaimed(task: Task, claim: Unclaimed, attempt: int) -> NoReturn:
+    """End the delivery of ``attempt`` that found the row as ``claim`` (not claimed) as
+    ``IGNORED``, with why."""
     if claim.state == "missing":
-        return "no job row"
+        ignore_delivery(task, "no job row")
     if claim.state == RUNNING and claim.attempt == attempt:
-        return f"attempt {attempt} is running in another delivery"
+        ignore_delivery(task, f"attempt {attempt} is running in another delivery")
     if claim.early:
-        return "not due yet"
+        ignore_delivery(task, "not due yet")
     if claim.state == PENDING and claim.attempt < attempt:
-        return "waiting: its key is busy" if claim.waiting else "waiting: its job is paused"
-    return f"the row is {claim.state} at attempt {claim.attempt}"
+        why = "its key is busy" if claim.waiting else "its job is paused"
+        ignore_delivery(task, f"waiting: {why}")
+    # The row ended (or a later attempt has it): Flower keeps the state and result it showed.
+    ignore_delivery(task, f"the row is {claim.state} at attempt {claim.attempt}", row_ended=True)
 
 
-def ignore_delivery(task: Task, reason: str) -> NoReturn:
-    """End this delivery as ``IGNORED`` (acknowledged, not run) and tell the monitors why."""
+def ignore_delivery(task: Task, reason: str, *, row_ended: bool = False) -> NoReturn:
+    """End this delivery as ``IGNORED`` (acknowledged, not run) and tell the monitors why.
+
+    The task id is the job row's id, so Flower shows every delivery of a row as one task. The
+    reason goes in its result column, unless the row has ended (``row_ended``): a copy of an
+    ended attempt's message must not overwrite the result Flower shows for it (whose state
+    stays, an ``IGNORED`` event ranking below ``SUCCESS`` and ``FAILURE``)."""
     if task.app.conf.worker_send_task_events:
+        shown = {} if row_ended else {"result": f"not run: {reason}"}
         try:
-            task.send_event(IGNORED_EVENT, retry=False, reason=reason, result=f"not run: {reason}")
+            task.send_event(IGNORED_EVENT, retry=False, reason=reason, **shown)
         except Exception:
             # Only the monitors miss it: the delivery is acknowledged all the same.
             log.warning("%s %s: sending the %s event failed", task.name, task.request.id,

@@ -84,6 +84,8 @@ def test_a_duplicate_of_an_ended_row_is_ignored_acknowledged_and_told_to_flower(
     assert states == [(row_id, "SUCCESS"), (row_id, "IGNORED")]
     [ignored] = [e for e in received if e["type"] == IGNORED_EVENT]
     assert ignored["reason"] == "the row is succeeded at attempt 1"
+    # Flower keeps the ended row's result: the copy sends none to overwrite it.
+    assert "result" not in ignored
     assert unacked_copies(stack, row_id) == 0
     [row] = job_rows(stack, qn)
     assert (row.state, row.attempt) == ("succeeded", 1)
