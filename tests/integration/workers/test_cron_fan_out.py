@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import event, select, update
 from sqlalchemy.exc import OperationalError
 
+from asanoha.platform.service import cron_ticks
 from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME
 from asanoha.workers.cron_tasks import enqueue_cron_tick
 from asanoha.workers.lanes import queue_name
@@ -128,3 +129,29 @@ def test_catch_up_replays_from_the_newest_tick_after_the_prune_deleted_its_rows(
     assert len(replayed) == 3
     keys = sorted(row.idempotency_key for row in job_rows(stack, digest))
     assert keys == [f"{digest}@cron:2026-05-04T{h}:00:00+00:00" for h in (13, 14, 15)]
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_the_prune_keeps_a_tick_whose_fan_out_is_still_to_complete(asanoha_stack, database):
+    stack = asanoha_stack(features=[tenant_feature([])], database=database, tenants=lambda: TENANTS)
+    app = stack.app
+    with database_fails_after(stack, 0), pytest.raises(OperationalError):
+        enqueue_cron_tick(app.service, app.settings, REPORT, FIRST, tenants=app.tenants)
+    enqueue_cron_tick(app.service, app.settings, "fanout:job:plain", FIRST)
+    enqueue_cron_tick(app.service, app.settings, "fanout:job:plain", SECOND)
+    ticks = stack.tables.cron_ticks
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
+    with stack.db.begin() as conn:
+        conn.execute(update(ticks).values(opened_at=long_ago))
+        conn.execute(update(ticks).where(ticks.c.done_at.is_not(None)).values(done_at=long_ago))
+        assert cron_ticks.prune_ticks(conn, stack.tables, long_ago + dt.timedelta(days=1)) == 1
+        kept = conn.execute(select(ticks.c.job_qn, ticks.c.tick, ticks.c.done_at)).all()
+    # The open tick of the failed fan-out, and the newest tick of the other job.
+    assert sorted((qn, tick, done is None) for qn, tick, done in kept) == [
+        ("fanout:job:plain", SECOND, False),
+        (REPORT, FIRST, True),
+    ]
+    assert (
+        len(enqueue_cron_tick(app.service, app.settings, REPORT, SECOND, tenants=app.tenants)) == 3
+    )
+    assert tick_keys(stack) == keys_of(FIRST, SECOND)
