@@ -8,24 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 
+# typer may bring a click of its own: commands and parameters are told apart by what they
+# have (``list_commands``, ``param_type_name``), not by click's classes.
 
-def command_tree() -> list[tuple[list[str], click.Command]]:
+
+def command_tree() -> list[tuple[list[str], Any]]:
     """Every command as its words after ``asanoha`` and the click command, groups first."""
     from asanoha.cli import cli
 
-    root = typer.main.get_command(cli)
-    found: list[tuple[list[str], click.Command]] = []
-    _walk(root, [], click.Context(root, info_name="asanoha"), found)
+    root: Any = typer.main.get_command(cli)
+    found: list[tuple[list[str], Any]] = []
+    _walk(root, [], root.context_class(root, info_name="asanoha"), found)
     return found
 
 
-def _walk(
-    group: click.Command, words: list[str], ctx: click.Context, found: list[Any]
-) -> None:
-    if not isinstance(group, click.Group):
+def _walk(group: Any, words: list[str], ctx: Any, found: list[tuple[list[str], Any]]) -> None:
+    if not hasattr(group, "list_commands"):
         return
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
@@ -33,7 +33,7 @@ def _walk(
             continue
         path = [*words, name]
         found.append((path, command))
-        _walk(command, path, click.Context(command, info_name=name, parent=ctx), found)
+        _walk(command, path, command.context_class(command, info_name=name, parent=ctx), found)
 
 
 def cli_reference() -> str:
@@ -59,11 +59,12 @@ def _help_text(text: str) -> str:
     return "\n".join(lines)
 
 
-def _parameter_row(param: click.Parameter) -> str | None:
+def _parameter_row(param: Any) -> str | None:
     """One table row for an argument or option; ``None`` for what help pages hide."""
     if getattr(param, "hidden", False) or param.name in ("help",):
         return None
-    if isinstance(param, click.Option):
+    is_option = param.param_type_name == "option"
+    if is_option:
         names = ", ".join(f"`{name}`" for name in [*param.opts, *param.secondary_opts])
     else:
         names = f"`{(param.name or '').upper()}`"
@@ -73,7 +74,7 @@ def _parameter_row(param: click.Parameter) -> str | None:
         meaning += f" (env: `{envvar}`)"
     default = param.default
     if (
-        isinstance(param, click.Option)
+        is_option
         and not param.is_flag
         and default is not None
         and param.show_default is not False
