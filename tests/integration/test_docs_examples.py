@@ -45,9 +45,7 @@ def python_blocks(page: Path) -> list[tuple[str | None, str]]:
 
 def pages_with_files() -> list[Path]:
     return [
-        page
-        for page in sorted(DOCS.rglob("*.md"))
-        if any(name for name, _ in python_blocks(page))
+        page for page in sorted(DOCS.rglob("*.md")) if any(name for name, _ in python_blocks(page))
     ]
 
 

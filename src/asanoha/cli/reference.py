@@ -44,8 +44,7 @@ def cli_reference() -> str:
         parts.append(f"{level} `asanoha {' '.join(words)}`\n")
         if command.help:
             parts.append(_help_text(command.help) + "\n")
-        rows = [_parameter_row(param) for param in command.params]
-        rows = [row for row in rows if row is not None]
+        rows = [row for row in map(_parameter_row, command.params) if row is not None]
         if rows:
             parts.append("| parameter | meaning |\n| --- | --- |")
             parts.extend(rows)
