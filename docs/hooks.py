@@ -28,12 +28,13 @@ def cli_reference() -> str:
 
 def errors_reference() -> str:
     import asanoha.platform.errors
+    from asanoha.platform.settings_docs import escape_angle_brackets
 
     path = Path(asanoha.platform.errors.__file__).parent / "i18n" / "en.yaml"
     reasons = yaml.safe_load(path.read_text(encoding="utf-8"))
     rows = ["| reason | what it means |", "| --- | --- |"]
     for reason, texts in reasons.items():
-        developer = str(texts.get("developer", "")).replace("|", "\\|")
+        developer = escape_angle_brackets(str(texts.get("developer", "")).replace("|", "\\|"))
         rows.append(f"| `{reason}` | {developer} |")
     return "\n".join(rows) + "\n"
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from asanoha.platform.settings_docs import escape_angle_brackets
+
 # typer may bring a click of its own: commands and parameters are told apart by what they
 # have (``list_commands``, ``param_type_name``), not by click's classes.
 
@@ -55,7 +57,7 @@ def cli_reference() -> str:
 def _help_text(text: str) -> str:
     """A command's help as Markdown: click's ``\\b`` (keep the lines) marks dropped."""
     lines = [line for line in text.strip().splitlines() if line.strip() != "\b"]
-    return "\n".join(lines)
+    return escape_angle_brackets("\n".join(lines))
 
 
 def _parameter_row(param: Any) -> str | None:
@@ -80,5 +82,5 @@ def _parameter_row(param: Any) -> str | None:
         and not callable(default)
     ):
         meaning += f" (default: `{default}`)"
-    meaning = " ".join(meaning.split()).replace("|", "\\|")
+    meaning = escape_angle_brackets(" ".join(meaning.split()).replace("|", "\\|"))
     return f"| {names} | {meaning} |"

@@ -95,6 +95,15 @@ def settings_table() -> str:
     """The Markdown table of every setting: variable, default, meaning."""
     rows = ["| variable | default | meaning |", "| --- | --- | --- |"]
     for doc in setting_docs():
-        meaning = doc.meaning.replace("|", "\\|").replace("``", "`")
+        meaning = escape_angle_brackets(doc.meaning.replace("|", "\\|").replace("``", "`"))
         rows.append(f"| `{doc.variable}` | `{doc.default}` | {meaning} |")
     return "\n".join(rows) + "\n"
+
+
+def escape_angle_brackets(text: str) -> str:
+    """``text`` with ``<`` and ``>`` outside code spans written as entities, so that Markdown
+    shows ``lane:<name>`` instead of taking ``<name>`` for an HTML tag."""
+    parts = text.split("`")
+    for index in range(0, len(parts), 2):  # the parts outside backticks
+        parts[index] = parts[index].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
