@@ -129,11 +129,13 @@ def validation_problems(error: ValidationError) -> list[str]:
 
 def settings_problems(settings: Settings) -> list[str]:
     """What the processes would refuse in ``settings``, one line each: the signing settings
-    (as ``serve`` checks them), a master key that cannot be read, a job timeout that reaches
+    (as ``serve`` checks them; the placeholder secret only off the embedded default), a master key that cannot be read, a job timeout that reaches
     the visibility timeout."""
     from asanoha.platform.personal.master_keys import MasterKeyError, parse_master_keys
 
-    problems = list(signing_problems(settings))
+    # The embedded default's serve signs with a random secret of its process: the
+    # placeholder is no problem there (a short secret or a wrong algorithm still is).
+    problems = list(signing_problems(settings, checks_tokens=not settings.uses_embedded_default))
     if settings.master_key:
         try:
             parse_master_keys(settings.master_key)

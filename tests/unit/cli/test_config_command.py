@@ -113,6 +113,17 @@ def test_check_names_a_missing_master_key_for_an_app_with_personal_fields(
     assert (done.returncode, done.stdout, done.stderr) == (0, "no problems found\n", "")
 
 
+def test_check_passes_on_the_embedded_default_and_refuses_its_placeholder_elsewhere(
+    tmp_path: Path,
+) -> None:
+    done = config(tmp_path, "--check")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "no problems found\n", "")
+    done = config(tmp_path, "--check", ASANOHA_BROKER_URL="redis://127.0.0.1:1/0")
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: ASANOHA_JWT_SECRET is not set")
+
+
 def test_a_value_the_settings_refuse_is_one_line_naming_its_variable(tmp_path: Path) -> None:
     done = config(tmp_path, ASANOHA_JOB_TRIGGER_PARTITIONS="0")
     assert done.returncode == 1
