@@ -21,13 +21,24 @@ def failures_file() -> Path:
     return Path(os.environ.get("ASANOHA_FAILURES_FILE") or DEFAULT_FILE)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # A failure in setup or teardown fails the test too; a test is written once.
-    if not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    path = failures_file()
-    known = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    if report.nodeid not in known:
-        with path.open("a", encoding="utf-8") as file:
-            file.write(report.nodeid + "\n")
+def pytest_configure(config: pytest.Config) -> None:
+    # An xdist worker has ``workerinput``; its controller writes what it reports.
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FailuresFile(failures_file()), "asanoha-failures-file")
+
+
+class FailuresFile:
+    """Appends each failing test's id to ``path``, once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # A failure in setup or teardown fails the test too; a test is written once.
+        if not report.failed:
+            return
+        known = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+        if report.nodeid not in known:
+            with self.path.open("a", encoding="utf-8") as file:
+                file.write(report.nodeid + "\n")
