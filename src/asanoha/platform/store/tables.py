@@ -134,6 +134,8 @@ class Tables:
     subject_keys: Table
     #: The pending wake-up of each consumer partition (a row while one is pending).
     consumer_wakes: Table
+    #: Each cron tick, open until its job rows are placed (see ``service/cron_ticks.py``).
+    cron_ticks: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -315,6 +317,7 @@ def build_tables(registry: Registry) -> Tables:
         upcasters=upcasters_for(registry),
         subject_keys=_subject_keys_table(metadata),
         consumer_wakes=_consumer_wakes_table(metadata),
+        cron_ticks=_cron_ticks_table(metadata),
     )
 
 
@@ -416,6 +419,22 @@ def _consumer_wakes_table(metadata: MetaData) -> Table:
         # Past this time the task is taken as lost (its message expired or was dropped), and
         # the next write arms a new one.
         Column("until", Timestamp, nullable=False),
+    )
+
+
+def _cron_ticks_table(metadata: MetaData) -> Table:
+    """One row per tick of a cron job (see ``service/cron_ticks.py``): open (``done_at`` null)
+    until the transaction that places its job rows closes it; the newest closed one is where
+    ``catch_up`` starts, and outlives the prune of job rows."""
+    return Table(
+        "asanoha_cron_ticks",
+        metadata,
+        Column("job_qn", String(200), primary_key=True),
+        # The scheduled time as beat sent it: the text in the job rows' idempotency keys.
+        Column("tick", String(64), primary_key=True),
+        Column("tick_at", Timestamp, nullable=False),
+        Column("opened_at", Timestamp, nullable=False),
+        Column("done_at", Timestamp, nullable=True),
     )
 
 
