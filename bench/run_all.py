@@ -57,6 +57,8 @@ BENCHMARKS = (
     ),
     Benchmark("drain_probe.py", quick=("--foreign", "2000", "--passes", "20")),
     Benchmark("pre_ping.py", quick=("--seconds", "0.5", "--rounds", "1")),
+    # asanoha --help against celery --help, and import asanoha against import celery.
+    Benchmark("cli_startup.py", quick=("--runs", "1")),
     Benchmark("tracing.py", quick=("--seconds", "0.5", "--rounds", "1")),
     Benchmark("console_page.py", quick=("--rows", "10000", "--other", "2000", "--renders", "3")),
     Benchmark("rebuild.py", quick=("--quick",)),

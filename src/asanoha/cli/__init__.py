@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "jobs": "asanoha.cli.jobs:jobs",
     "projections": "asanoha.cli.projections:projections",
     "keys": "asanoha.cli.keys:keys",
+    "config": "asanoha.cli.config:config",
 }
 
 
