@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser
+from asanoha.platform.model.place import Place
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
 from asanoha.platform.store import StoredEvent, read_event
@@ -63,6 +65,8 @@ class JobMeta:
     trigger_result_refused: str | None = None
     #: The W3C trace context of the write that enqueued the job (tracing on), else ``None``.
     traceparent: str | None = None
+    #: The locale and time zone the enqueuing write asked for (``ctx.locale``, ``ctx.tz``).
+    place: Place = field(default_factory=Place)
 
     @classmethod
     def from_headers(cls, meta: Mapping[str, Any]) -> JobMeta:
@@ -82,10 +86,11 @@ class JobMeta:
             origin=WriteOrigin.from_header(meta.get("origin")),
             trigger_result_refused=meta.get("trigger_result_refused"),
             traceparent=meta.get("traceparent"),
+            place=Place.from_header(meta.get("place")),
         )
 
 
-class JobContext:
+class JobContext(FeatureAccess):
     """The second argument of a job function: the attempt, its trigger, and platform calls.
 
     Writes go through the service layer like any other caller: ``write`` as the tenant's
@@ -129,6 +134,17 @@ class JobContext:
     def job_qn(self) -> str:
         """The qualified name of the running job."""
         return self.job.qn
+
+    def _feature_scope(self) -> FeatureScope:
+        # Read on a connection of its own: a job's handler runs outside any transaction.
+        return FeatureScope(
+            self._service.feature_settings,
+            self._service.database,
+            self.meta.tenant_id,
+            self.job.feature,
+            None,
+            self.meta.place,
+        )
 
     @property
     def tenant_id(self) -> str:
