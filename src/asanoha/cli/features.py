@@ -59,14 +59,11 @@ def list_features(tenant: TenantOption, app: AppOption, as_json: JsonOption = Fa
     service = load_app(app).service
     settings = service.feature_settings
     with service.database.connect() as conn:
-        rows = [
-            {"feature": name, "enabled": settings.is_enabled(conn, tenant, name)}
-            for name in sorted(settings.toggleable)
-        ]
+        states = {name: settings.is_enabled(conn, tenant, name) for name in settings.toggleable}
     if as_json:
-        print_json({"features": rows})
+        print_json({"features": [{"feature": n, "enabled": on} for n, on in states.items()]})
         return
-    print_table(("feature", "enabled"), ((r["feature"], str(r["enabled"]).lower()) for r in rows))
+    print_table(("feature", "enabled"), ((n, str(on).lower()) for n, on in sorted(states.items())))
 
 
 @config.command("set")
