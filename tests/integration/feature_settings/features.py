@@ -54,8 +54,7 @@ def send(payload: Send, ctx: WriteContext) -> dict[str, Any]:
 
 @mailer.write_handler("leak", access=ADMIN)
 def leak(payload: Nothing, ctx: WriteContext) -> dict[str, Any]:
-    """Writes a row, then returns the secret: refused, and the row rolls back."""
-    ctx.entity("sent").create({"to": "x@example.org", "sender": "leak"})
+    """Returns the secret: refused."""
     return {"password": ctx.secrets["smtp_password"]}
 
 

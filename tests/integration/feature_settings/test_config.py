@@ -47,9 +47,9 @@ def test_null_goes_back_to_the_default_and_the_list_says_where_values_come_from(
     stack.http.write_ok(
         SET, {"feature": "mailer", "key": "retries", "value": None}, TestUsers.admin
     )
-    assert stack.http.query_ok("mailer:query:settings", {}, TestUsers.admin)["config"][
-        "retries"
-    ] == 3
+    assert (
+        stack.http.query_ok("mailer:query:settings", {}, TestUsers.admin)["config"]["retries"] == 3
+    )
 
 
 def test_one_value_for_every_tenant_is_set_by_the_operator_only(stack: Any) -> None:
