@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asanoha.platform.model import JobCancelled, JobDef, SessionUser
+from asanoha.platform.model import JobCancelled, JobDef, SessionUser, Snooze
 from asanoha.platform.model.place import Place
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
 from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
@@ -90,6 +90,10 @@ class JobMeta:
         )
 
 
+#: How long a job of a feature switched off in its tenant waits before it looks again.
+DISABLED_FEATURE_RECHECK_SECONDS = 60.0
+
+
 class JobContext(FeatureAccess):
     """The second argument of a job function: the attempt, its trigger, and platform calls.
 
@@ -145,6 +149,16 @@ class JobContext(FeatureAccess):
             None,
             self.meta.place,
         )
+
+    def held_by_feature_switch(self) -> Snooze | None:
+        """A ``Snooze`` while the job's feature is switched off in its tenant (the attempt
+        runs again, unspent, once the feature is on), else ``None``."""
+        settings = self._service.feature_settings
+        if self.job.feature not in settings.toggleable:
+            return None
+        with self._service.database.connect() as conn:
+            enabled = settings.is_enabled(conn, self.meta.tenant_id, self.job.feature)
+        return None if enabled else Snooze(DISABLED_FEATURE_RECHECK_SECONDS)
 
     @property
     def tenant_id(self) -> str:
