@@ -58,6 +58,12 @@ def leak(payload: Nothing, ctx: WriteContext) -> dict[str, Any]:
     return {"password": ctx.secrets["smtp_password"]}
 
 
+@mailer.write_handler("leak-into-event", access=ADMIN)
+def leak_into_event(payload: Nothing, ctx: WriteContext) -> None:
+    """Stores the secret in a plain field (its event would carry it): refused."""
+    ctx.entity("sent").create({"to": "x@example.org", "sender": ctx.secrets["smtp_password"]})
+
+
 @mailer.write_handler("leak-in-error", access=ADMIN)
 def leak_in_error(payload: Nothing, ctx: WriteContext) -> None:
     """Raises an error whose details carry the secret: refused as well."""

@@ -80,7 +80,7 @@ def test_a_secret_is_used_by_its_feature_and_found_nowhere_in_plaintext(
 def test_a_handler_that_returns_a_secret_is_refused_and_writes_nothing(stack: Any) -> None:
     payload = {"feature": "mailer", "name": "smtp_password", "value": SECRET}
     stack.http.write_ok(SET, payload, TestUsers.admin)
-    for qn in ("mailer:write:leak", "mailer:write:leak-in-error"):
+    for qn in ("mailer:write:leak", "mailer:write:leak-in-error", "mailer:write:leak-into-event"):
         with stack.nothing_written():
             response = stack.http.write(qn, {}, TestUsers.admin)
         assert SECRET not in response.text
@@ -90,7 +90,8 @@ def test_a_handler_that_returns_a_secret_is_refused_and_writes_nothing(stack: An
             "internal_error",
             "secret_in_output",
         )
-        assert error["details"]["handler"] == qn
+        assert error["details"]["handler"] in (qn, "mailer:event:sent.created")
+    assert hits(stack, [SECRET]) == []
 
 
 def test_only_an_admin_sets_a_secret_and_an_undeclared_one_is_404(stack: Any) -> None:

@@ -19,51 +19,36 @@ shows a secret.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from asanoha.platform.errors import AsanohaError, InternalError, Reasons
-from asanoha.platform.personal import redaction
+from asanoha.platform.personal import redaction, secret_values
 
 T = TypeVar("T")
 #: What a secret's value reads as in a log line.
 MARKER = "[secret]"
-#: Values shorter than this are not searched for inside texts (they would match words).
-_MIN_MATCHED = 4
 
-_NOTED: ContextVar[frozenset[str]] = ContextVar("asanoha_secret_values", default=frozenset())
 _INSTALLED = threading.Lock()
 _installed = False
 
 
 def note_secret(value: str) -> None:
     """Record ``value`` (a secret read or set in this context)."""
-    if not isinstance(value, str) or len(value) < _MIN_MATCHED:
+    if not secret_values.note(value):
         return
-    forms = {value, json.dumps(value)[1:-1], repr(value)[1:-1]}
-    noted = _NOTED.get()
-    if not forms <= noted:
-        _NOTED.set(noted | forms)
     redaction.note(value)
     install_log_redaction()
 
 
 def noted() -> frozenset[str]:
     """The secret values recorded in this context."""
-    return _NOTED.get()
+    return secret_values.noted()
 
 
-def carries_secret(value: Any) -> bool:
-    """Whether ``value`` (a handler's result, any JSON-like value) holds a noted secret."""
-    secrets = _NOTED.get()
-    if not secrets:
-        return False
-    text = _text_of(value)
-    return any(secret in text for secret in secrets)
+carries_secret = secret_values.carries_secret
 
 
 def run_guarded(handler_qn: str, call: Callable[[], T]) -> T:
@@ -88,20 +73,13 @@ def run_guarded(handler_qn: str, call: Callable[[], T]) -> T:
 
 def redact(text: str) -> str:
     """``text`` with every noted secret replaced by ``MARKER``."""
-    secrets = _NOTED.get()
+    secrets = secret_values.noted()
     if not secrets or not text:
         return text
     for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MARKER)
     return text
-
-
-def _text_of(value: Any) -> str:
-    try:
-        return json.dumps(value, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def install_log_redaction() -> None:
@@ -118,7 +96,7 @@ def install_log_redaction() -> None:
 
         def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
             record = previous(*args, **kwargs)
-            if not _NOTED.get():
+            if not secret_values.noted():
                 return record
             message = record.getMessage()
             redacted = redact(message)
