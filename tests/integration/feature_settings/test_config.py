@@ -105,13 +105,6 @@ def test_a_plain_user_may_not_set_configuration(stack: Any) -> None:
     assert stored_rows(stack) == []
 
 
-def test_the_bundled_handlers_are_declared_high_risk(stack: Any) -> None:
-    from asanoha import resolve_agent_exposure
-
-    for qn in ("config:write:set", "config:query:list", "secrets:write:set"):
-        assert resolve_agent_exposure(stack.registry.handler(qn)).risk == "high"
-
-
 def stored_rows(stack: Any) -> list[Any]:
     table = stack.tables.feature_settings
     with stack.db.connect() as conn:

@@ -86,3 +86,15 @@ def test_a_noted_secret_is_refused_in_output_and_redacted_from_log_records(caplo
 
 def _raise_with_secret() -> None:
     raise RuntimeError("login failed for s3cret-value")
+
+
+def test_the_bundled_handlers_are_declared_high_risk_and_admin_only() -> None:
+    from asanoha import Registry, SessionUser, resolve_agent_exposure
+    from asanoha.handlers import feature_config
+
+    registry = Registry(feature_config.features)
+    for qn in ("config:write:set", "config:query:list", "secrets:write:set"):
+        handler = registry.handler(qn)
+        assert resolve_agent_exposure(handler).risk == "high"
+        assert handler.access.admits(SessionUser.of("a", "t", ["Admin"]))
+        assert not handler.access.admits(SessionUser.of("u", "t", ["User"]))
