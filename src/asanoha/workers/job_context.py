@@ -249,7 +249,13 @@ class JobContext(FeatureAccess):
             raise JobCancelled(f"{self.job.qn} {self.task_id} was cancelled")
 
     def _request_meta(self) -> RequestMeta:
-        return RequestMeta(correlation_id=self.meta.correlation_id, causation_id=self.task_id)
+        # The job's writes (and the jobs they enqueue) keep the place its write asked for.
+        return RequestMeta(
+            correlation_id=self.meta.correlation_id,
+            causation_id=self.task_id,
+            locale=self.meta.place.locale,
+            zoneinfo=self.meta.place.tz,
+        )
 
 
 def _event_id(value: Any) -> int | None:

@@ -114,3 +114,7 @@ def test_a_job_reads_the_place_of_its_write_and_waits_while_its_feature_is_off(
         stack.service.feature_settings.set_enabled(conn, "tenant-a", "mailer", True, "test")
     assert attempt() is None
     assert [(seen["locale"], seen["tz"]) for seen in SEEN] == [("de", "Asia/Tokyo")]
+    # What the job calls keeps the place too.
+    ctx = JobContext(stack.service, job, JobMeta.from_headers(row.headers), task_id="t", retries=0)
+    seen = ctx.query_as(TestUsers.admin, SETTINGS, {})
+    assert (seen["locale"], seen["tz"]) == ("de", "Asia/Tokyo")

@@ -51,10 +51,13 @@ class RequestMeta:
     client_ip: str | None = None
     #: The language the caller's ``Accept-Language`` prefers (``ctx.locale``).
     locale: str | None = None
+    #: The time zone the chain asked for (a job's writes: the one its write carried).
+    zoneinfo: str | None = None
 
     def place_of(self, user: SessionUser) -> Place:
-        """What ``user`` asked for in this request: the header's locale over the token's."""
-        return Place(self.locale or user.locale, user.zoneinfo)
+        """What ``user`` asked for in this request: the request's locale and zone over the
+        token's."""
+        return Place(self.locale or user.locale, self.zoneinfo or user.zoneinfo)
 
 
 @dataclass(frozen=True)
