@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "migrate": "asanoha.cli.migrate:migrate",
     "consumers": "asanoha.cli.consumers:consumers",
     "jobs": "asanoha.cli.jobs:jobs",
+    "features": "asanoha.cli.features:features",
     "projections": "asanoha.cli.projections:projections",
     "keys": "asanoha.cli.keys:keys",
     "config": "asanoha.cli.config:config",

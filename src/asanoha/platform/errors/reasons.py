@@ -33,6 +33,8 @@ class Reasons(StrEnum):
     FIELD_WRITE_DENIED = "field_write_denied"
     OWNER_FIELD_WRITE_DENIED = "owner_field_write_denied"
     IDEMPOTENCY_KEY_OTHER_ACCESS = "idempotency_key_other_access"
+    FEATURE_DISABLED = "feature_disabled"
+    CONFIG_NOT_PER_TENANT = "config_not_per_tenant"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
@@ -40,6 +42,8 @@ class Reasons(StrEnum):
     CONSUMER_NOT_FOUND = "consumer_not_found"
     CONSUMER_PARTITION_NOT_FOUND = "consumer_partition_not_found"
     JOB_ROW_NOT_FOUND = "job_row_not_found"
+    CONFIG_KEY_NOT_FOUND = "config_key_not_found"
+    SECRET_NOT_FOUND = "secret_not_found"
     # 409
     VERSION_CONFLICT = "version_conflict"
     UNIQUE_VIOLATION = "unique_violation"
@@ -61,11 +65,14 @@ class Reasons(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_TRANSITION = "invalid_transition"
     JOB_NOT_MANUAL = "job_not_manual"
+    CONFIG_VALUE_INVALID = "config_value_invalid"
+    SECRETS_NEED_MASTER_KEY = "secrets_need_master_key"
     # 429
     RATE_LIMITED = "rate_limited"
     # 500
     INTERNAL_ERROR = "internal_error"
     PRE_SAVE_HOOK_FAILED = "pre_save_hook_failed"
+    SECRET_IN_OUTPUT = "secret_in_output"
     # 503
     DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
     SERVICE_UNAVAILABLE = "service_unavailable"

@@ -15,6 +15,13 @@ from asanoha.platform.model.concurrency import Concurrency, check_concurrency
 from asanoha.platform.model.cron import check_cron
 from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.feature_settings import (
+    ConfigDef,
+    SecretDef,
+    check_toggle,
+    declare_config,
+    declare_secret,
+)
 from asanoha.platform.model.fields import EventPii, check_event_pii
 from asanoha.platform.model.handlers import (
     CONSUMER_BACKOFF,
@@ -45,8 +52,14 @@ ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
 class Feature:
     """A named set of entities, handlers, events, jobs and consumers."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, toggleable: bool = False, default_on: bool = True) -> None:
         self.name = check_segment(name, "feature name")
+        #: ``toggleable``: a tenant's feature can be switched off (``asanoha features
+        #: disable``); ``default_on``: whether it is on in a tenant that never switched it.
+        self.toggleable, self.default_on = check_toggle(self.name, toggleable, default_on)
+        #: ``feature.config(...)`` keys and ``feature.secret(...)`` names.
+        self.configs: dict[str, ConfigDef] = {}
+        self.secrets: dict[str, SecretDef] = {}
         self.entities: dict[str, EntityDef] = {}
         self.handlers: list[HandlerDef] = []
         self.events: list[EventDef] = []
@@ -74,6 +87,41 @@ class Feature:
                 "was built from the feature, which would never run it; declare everything "
                 "before building the App (move 'app = App(...)' below the declarations)"
             )
+
+    # -- configuration and secrets ----------------------------------------------------------
+
+    def config(
+        self,
+        key: str,
+        *,
+        default: Any = None,
+        per_tenant: bool = True,
+        type: Any = None,
+        description: str | None = None,
+    ) -> ConfigDef:
+        """Declare a configuration key: ``ctx.config[key]`` reads the tenant's value, else
+        ``default``. ``type``: what values are (``str``, ``int``, a pydantic model, ...;
+        default: the default's type). ``per_tenant=False``: one value for every tenant."""
+        self._check_open(f"config {key!r}")
+        made = declare_config(
+            self.name,
+            self.configs,
+            key,
+            default,
+            per_tenant=per_tenant,
+            type_=type,
+            description=description,
+        )
+        self.configs[key] = made
+        return made
+
+    def secret(self, name: str, *, description: str | None = None) -> SecretDef:
+        """Declare a secret: set write-only per tenant (``secrets:write:set``), stored
+        sealed, read by this feature's handlers and jobs as ``ctx.secrets[name]``."""
+        self._check_open(f"secret {name!r}")
+        made = declare_secret(self.name, self.secrets, name, description)
+        self.secrets[name] = made
+        return made
 
     # -- entities ---------------------------------------------------------------------------
 

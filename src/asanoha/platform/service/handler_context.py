@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from asanoha.platform.model import EventDef, HandlerDef, Registry, SessionUser
 from asanoha.platform.service import gates
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
+from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
+from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.raw_sql import RawSql, open_raw_sql
 from asanoha.platform.service.request import Request, RequestView
 from asanoha.platform.store import StoredEvent
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from asanoha.platform.service.jobs import Jobs
 
 
-class QueryContext:
+class QueryContext(FeatureAccess):
     """Read access for a query handler: entities of the caller's tenant, other queries.
 
     A query changes nothing: ``write``, ``write_as``, ``append_event`` and ``dispatch``
@@ -64,6 +66,16 @@ class QueryContext:
             self.handler.qn,
             self.handler.raw_sql,
             read_only=self.handler.kind == "query",
+        )
+
+    def _feature_scope(self) -> FeatureScope:
+        return FeatureScope(
+            self._service.feature_settings,
+            self._service.database,
+            self.user.tenant_id,
+            self.handler.feature,
+            self._request.conn,
+            self._request.meta.place_of(self.user),
         )
 
     @property
@@ -204,3 +216,11 @@ def platform_jobs(ctx: QueryContext) -> Jobs:
 
     platform_request(ctx)
     return Jobs(ctx._service, ctx.tenant_id)
+
+
+def platform_settings(ctx: QueryContext) -> FeatureSettings:
+    """Features' configuration, secrets and switches, for the platform's bundled handlers
+    (``config``, ``secrets``). Refused for a handler defined elsewhere, as
+    ``platform_request``: application code reads its own through ``ctx.config``."""
+    platform_request(ctx)
+    return ctx._service.feature_settings

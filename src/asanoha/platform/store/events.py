@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from asanoha.platform import telemetry
-from asanoha.platform.errors import VersionConflictError
+from asanoha.platform.errors import InternalError, Reasons, VersionConflictError
 from asanoha.platform.personal import events as personal_events
+from asanoha.platform.personal import secret_values
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
 
@@ -73,6 +74,10 @@ def append_event(
     insert with the event (the last one in the same statement); ``SubjectKeyExists`` when
     a subject has one already.
     """
+    if secret_values.carries_secret(payload):
+        # An event is kept for ever and read by every consumer: a secret in it (outside a
+        # sealed personal field) would be stored in plain text. Refused before anything is.
+        raise InternalError(Reasons.SECRET_IN_OUTPUT, handler=type)
     now = dt.datetime.now(dt.UTC)
     row = {
         "stream_id": stream_id,

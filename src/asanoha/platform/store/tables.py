@@ -136,6 +136,8 @@ class Tables:
     consumer_wakes: Table
     #: Each cron tick, open until its job rows are placed (see ``service/cron_ticks.py``).
     cron_ticks: Table
+    #: Features' configuration values, sealed secrets and switches, per tenant.
+    feature_settings: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -318,6 +320,7 @@ def build_tables(registry: Registry) -> Tables:
         subject_keys=_subject_keys_table(metadata),
         consumer_wakes=_consumer_wakes_table(metadata),
         cron_ticks=_cron_ticks_table(metadata),
+        feature_settings=_feature_settings_table(metadata),
     )
 
 
@@ -503,3 +506,19 @@ def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
     # The GIN index of a list's search (Postgres only; see ``store.search``).
     search_index(table, entity)
     return table
+
+
+def _feature_settings_table(metadata: MetaData) -> Table:
+    """One row per tenant, feature, kind and key: a feature's configuration value, sealed
+    secret or switch (see ``store/feature_settings_rows``)."""
+    return Table(
+        "asanoha_feature_settings",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("feature", String(100), primary_key=True),
+        Column("kind", String(16), primary_key=True),
+        Column("key", String(100), primary_key=True),
+        Column("value", Json, nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+        Column("updated_by", String(200), nullable=True),
+    )
