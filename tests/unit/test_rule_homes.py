@@ -63,6 +63,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         ),
         frozenset(
             {
+                "asanoha.platform.service.aggregates",
                 "asanoha.platform.service.domain_events",
                 "asanoha.platform.service.executor",
                 "asanoha.platform.service.idempotency",

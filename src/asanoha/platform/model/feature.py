@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access, check_access
 from asanoha.platform.model.agent import Agent
+from asanoha.platform.model.aggregates import AggregateDef, define_aggregate
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.concurrency import Concurrency, check_concurrency
 from asanoha.platform.model.cron import check_cron
@@ -39,6 +40,7 @@ from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.versions import PayloadUpcaster
 
 F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A")
 ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
 
 
@@ -52,6 +54,7 @@ class Feature:
         self.events: list[EventDef] = []
         self.jobs: list[JobDef] = []
         self.consumers: list[ConsumerDef] = []
+        self.aggregates: dict[str, AggregateDef] = {}
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
         self.post_save_hooks: dict[str, list[PostSaveHook]] = {}
         #: validate, pre_delete, post_delete and after_commit hooks: kind -> entity -> hooks.
@@ -504,6 +507,29 @@ class Feature:
                 )
             )
             return func
+
+        return register
+
+    def aggregate(
+        self, name: str, *, snapshot_every: int | None = None, version: int | str | None = None
+    ) -> Callable[[A], A]:
+        """Declare the aggregate ``<feature>:<name>``: a class with ``apply_<event>`` methods
+        (or ``apply(event)``), or a ``fold(state, event) -> state`` function, whose state
+        ``ctx.load(name, stream_id)`` folds from the stream's events (see
+        ``model/aggregates.py``). ``snapshot_every=N`` keeps a snapshot after each N events;
+        ``version=``: the state's shape (default: a digest of the code), a snapshot of
+        another one is taken again."""
+        kebab = check_segment(to_kebab(name), f"aggregate name in feature {self.name!r}")
+        self._check_open(f"aggregate {kebab!r}")
+        if kebab in self.aggregates:
+            raise DefinitionError(f"feature {self.name!r} declares aggregate {kebab!r} twice")
+
+        def register(target: A) -> A:
+            self._check_open(f"aggregate {kebab!r}")
+            self.aggregates[kebab] = define_aggregate(
+                self.name, kebab, target, snapshot_every=snapshot_every, version=version
+            )
+            return target
 
         return register
 

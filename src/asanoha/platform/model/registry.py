@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import TypeVar
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.aggregates import AggregateDef, resolve_handlers
 from asanoha.platform.model.feature import Feature
 from asanoha.platform.model.handlers import (
     ConsumerDef,
@@ -36,6 +38,7 @@ class Registry:
         self._jobs: dict[str, JobDef] = {}
         self._consumers: dict[str, ConsumerDef] = {}
         self._entities: dict[str, EntityDef] = {}
+        self._aggregates: dict[str, AggregateDef] = {}
         self._pre_save: dict[str, tuple[PreSaveHook, ...]] = {}
         self._post_save: dict[str, tuple[PostSaveHook, ...]] = {}
         self._hooks: dict[tuple[HookKind, str], tuple[Hook, ...]] = {}
@@ -47,6 +50,7 @@ class Registry:
             self._collect(feature)
         self._check_tables()
         self._check_triggers()
+        self._resolve_aggregates()
         for feature in self.features:
             feature.freeze()
         self._by_trigger: dict[str, tuple[JobDef, ...]] = {}
@@ -121,6 +125,13 @@ class Registry:
                 if event not in self._events:
                     raise DefinitionError(f"{consumer.qn}: on= names undeclared event {event!r}")
 
+    def _resolve_aggregates(self) -> None:
+        event_features = {qn: event.feature for qn, event in self._events.items()}
+        for feature in self.features:
+            for aggregate in feature.aggregates.values():
+                handlers = resolve_handlers(aggregate, event_features)
+                self._aggregates[aggregate.key] = dataclasses.replace(aggregate, handlers=handlers)
+
     # -- lookups ----------------------------------------------------------------------------
 
     def handler(self, qn: str) -> HandlerDef:
@@ -148,6 +159,16 @@ class Registry:
     def entities(self) -> tuple[EntityDef, ...]:
         """Every registered entity."""
         return tuple(self._entities.values())
+
+    def find_aggregate(self, key: str) -> AggregateDef | None:
+        """The aggregate ``feature:name`` (its ``apply_<event>`` methods resolved) or
+        ``None``."""
+        return self._aggregates.get(key)
+
+    @property
+    def aggregates(self) -> tuple[AggregateDef, ...]:
+        """Every declared aggregate."""
+        return tuple(self._aggregates.values())
 
     def event(self, qn: str) -> EventDef | None:
         """The declared event ``qn`` or ``None``."""

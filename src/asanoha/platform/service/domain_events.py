@@ -91,7 +91,9 @@ class DomainEvents:
             )
         entity_def = stream_entity(conn, self._tables, self._registry, user.tenant_id, stream_id)
         self._check_stream_type(handler, entity_def, stream_id, stream_type)
-        expected = expected_version
+        held = (user.tenant_id, stream_id)
+        # A stream the handler fetched for writing is expected at the version it read.
+        expected = request.held_versions.get(held) if expected_version is None else expected_version
         if entity_def is not None:
             # The stream is the entity's: the event takes its stream type (a rebuild replays
             # it), and the row lock comes first, as in the executor, so that concurrent
@@ -121,6 +123,8 @@ class DomainEvents:
         )
         if entity_def is not None:
             apply_entity_event(conn, self._tables, entity_def, stored)
+        if held in request.held_versions:
+            request.held_versions[held] = stored.version
         request.appended.append(stored)
         return stored
 

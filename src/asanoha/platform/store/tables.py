@@ -134,6 +134,8 @@ class Tables:
     subject_keys: Table
     #: The pending wake-up of each consumer partition (a row while one is pending).
     consumer_wakes: Table
+    #: Aggregate states folded up to a stream version, personal values sealed.
+    snapshots: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -315,6 +317,7 @@ def build_tables(registry: Registry) -> Tables:
         upcasters=upcasters_for(registry),
         subject_keys=_subject_keys_table(metadata),
         consumer_wakes=_consumer_wakes_table(metadata),
+        snapshots=_snapshots_table(metadata),
     )
 
 
@@ -416,6 +419,27 @@ def _consumer_wakes_table(metadata: MetaData) -> Table:
         # Past this time the task is taken as lost (its message expired or was dropped), and
         # the next write arms a new one.
         Column("until", Timestamp, nullable=False),
+    )
+
+
+def _snapshots_table(metadata: MetaData) -> Table:
+    """One row per aggregate state kept at a stream version (``store/snapshots.py``): its
+    personal values hold the events' sealed texts, so forgetting a subject makes them
+    unreadable like the events themselves."""
+    return Table(
+        "asanoha_snapshots",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("aggregate", String(200), primary_key=True),
+        Column("stream_id", String(64), primary_key=True),
+        #: The stream version of the last event folded into ``state``.
+        Column("stream_version", Integer, primary_key=True),
+        #: The aggregate's shape (``AggregateDef.version``): another one ignores the row.
+        Column("aggregate_version", String(80), nullable=False),
+        #: The global position of the last event folded into ``state``.
+        Column("position", Position, nullable=False),
+        Column("state", Json, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
     )
 
 
