@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from asanoha import SessionUser
+from asanoha.handlers import personal_data
 from asanoha.platform.model.aggregates import AggregateDef
 from asanoha.platform.service.aggregates import AsOf, Loaded
 from asanoha.platform.store import StoredEvent, append_event, stream_version
@@ -24,7 +25,7 @@ TENANT = ADMIN.tenant_id
 @pytest.fixture(params=["postgres", "sqlite"])
 def stack(request: pytest.FixtureRequest, asanoha_stack: Callable[..., Any]) -> Any:
     BETWEEN.clear()
-    return asanoha_stack(features=[ledger], database=request.param)
+    return asanoha_stack(features=[ledger, personal_data.feature], database=request.param)
 
 
 def new_account() -> str:
