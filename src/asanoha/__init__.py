@@ -32,6 +32,7 @@ from asanoha.platform.errors import (
 from asanoha.platform.model import (
     Access,
     Agent,
+    AggregateDef,
     Backoff,
     Concurrency,
     Entity,
@@ -58,6 +59,7 @@ __all__ = [
     "Access",
     "AccessDeniedError",
     "Agent",
+    "AggregateDef",
     "App",
     "AsanohaError",
     "AuthenticationError",
