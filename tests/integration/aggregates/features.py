@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import Column, Integer, MetaData, String, Table, insert, update
 
 from asanoha import (
     Access,
@@ -131,6 +132,9 @@ def deposit(payload: Move, ctx: WriteContext) -> dict[str, Any]:
     stored = ctx.append_event(
         deposited, {"amount": payload.amount, "note": payload.note}, stream_id=payload.account
     )
+    if payload.note == "refuse":
+        # After the append: the event and its projection rows roll back with the write.
+        raise UnprocessableError(Reasons.UNPROCESSABLE, note=payload.note)
     return {"position": stored.id}
 
 
@@ -152,6 +156,33 @@ def withdraw(payload: Move, ctx: WriteContext) -> dict[str, Any]:
 def read(payload: Read, ctx: WriteContext) -> Any:
     state = ctx.load(payload.aggregate, payload.account, as_of=payload.as_of)
     return vars(state) if isinstance(state, Account) else state
+
+
+totals_metadata = MetaData()
+account_totals = Table(
+    "ledger_account_totals",
+    totals_metadata,
+    Column("tenant_id", String(64), primary_key=True),
+    Column("account", String(64), primary_key=True),
+    Column("balance", Integer, nullable=False),
+    Column("moves", Integer, nullable=False),
+)
+
+
+@ledger.projection("account-totals", table=account_totals, on=[deposited.qn, withdrawn.qn])
+def project_account_totals(event: StoredEvent, target: Any) -> None:
+    """Each account's balance and number of moves, kept in the write's transaction."""
+    table = target.table
+    amount = event.payload["amount"] * (1 if event.type == deposited.qn else -1)
+    where = (table.c.tenant_id == event.tenant_id, table.c.account == event.stream_id)
+    changed = target.execute(
+        update(table)
+        .where(*where)
+        .values(balance=table.c.balance + amount, moves=table.c.moves + 1)
+    )
+    if changed.rowcount == 0:
+        row = {"tenant_id": event.tenant_id, "account": event.stream_id}
+        target.execute(insert(table).values(**row, balance=amount, moves=1))
 
 
 note_history = Feature("note-history")

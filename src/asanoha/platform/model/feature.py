@@ -35,6 +35,7 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
+from asanoha.platform.model.projections import ProjectionDef, define_projection
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.versions import PayloadUpcaster
@@ -55,6 +56,7 @@ class Feature:
         self.jobs: list[JobDef] = []
         self.consumers: list[ConsumerDef] = []
         self.aggregates: dict[str, AggregateDef] = {}
+        self.projections: list[ProjectionDef] = []
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
         self.post_save_hooks: dict[str, list[PostSaveHook]] = {}
         #: validate, pre_delete, post_delete and after_commit hooks: kind -> entity -> hooks.
@@ -530,6 +532,22 @@ class Feature:
                 self.name, kebab, target, snapshot_every=snapshot_every, version=version
             )
             return target
+
+        return register
+
+    def projection(self, name: str, *, table: Any, on: Iterable[str]) -> Callable[[F], F]:
+        """Declare ``<feature>:projection:<name>``: ``func(event, target)`` keeps ``table``
+        (a sqlalchemy ``Table`` of the application's own) from the events of the types
+        ``on``, in the transaction of each write that appends one, and ``asanoha
+        projections rebuild`` replays them into a shadow table and swaps it in (see
+        ``model/projections.py``)."""
+        types = tuple(on)
+
+        def register(func: F) -> F:
+            declared = define_projection(self.name, name, table, types, func)
+            self._check_open(f"projection {declared.qn!r}")
+            self.projections.append(declared)
+            return func
 
         return register
 

@@ -28,6 +28,7 @@ from asanoha.platform.store import (
     stream_version,
 )
 from asanoha.platform.store.backends import Backend
+from asanoha.platform.store.declared_projections import apply_declared_projections
 from asanoha.platform.store.projections import entity_of_event, lock_entity_row, stream_entity
 
 
@@ -123,6 +124,7 @@ class DomainEvents:
         )
         if entity_def is not None:
             apply_entity_event(conn, self._tables, entity_def, stored)
+        apply_declared_projections(conn, self._registry, stored)
         if held in request.held_versions:
             request.held_versions[held] = stored.version
         request.appended.append(stored)

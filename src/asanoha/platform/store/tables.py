@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -139,6 +140,8 @@ class Tables:
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
+    #: The tables of the declared projections, by projection QN (the application's own).
+    projections: Mapping[str, Table] = field(default_factory=dict)
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -318,6 +321,7 @@ def build_tables(registry: Registry) -> Tables:
         subject_keys=_subject_keys_table(metadata),
         consumer_wakes=_consumer_wakes_table(metadata),
         snapshots=_snapshots_table(metadata),
+        projections={projection.qn: projection.table for projection in registry.projections},
     )
 
 
