@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "consumers": "asanoha.cli.consumers:consumers",
     "jobs": "asanoha.cli.jobs:jobs",
     "projections": "asanoha.cli.projections:projections",
+    "events": "asanoha.cli.events:events",
     "keys": "asanoha.cli.keys:keys",
 }
 

@@ -158,6 +158,16 @@ def read(payload: Read, ctx: WriteContext) -> Any:
     return vars(state) if isinstance(state, Account) else state
 
 
+#: Positions of the deposits the audit consumer was given.
+AUDITED: list[int] = []
+
+
+@ledger.consumer("audit", on=[deposited.qn])
+def audit(event: StoredEvent, ctx: Any) -> None:
+    """A consumer of deposits: pruning waits until it has handled them."""
+    AUDITED.append(event.id)
+
+
 totals_metadata = MetaData()
 account_totals = Table(
     "ledger_account_totals",

@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from asanoha.platform.errors import ConflictError, Reasons
 from asanoha.platform.model import Registry
 from asanoha.platform.model.aggregates import AggregateDef
 from asanoha.platform.model.names import to_kebab
@@ -104,6 +105,16 @@ class Aggregates:
             after_version=start,
             through_version=through,
         )
+        if events and events[0].version != start + 1:
+            # The events in between were pruned (``store/retention.py``): a fold without them
+            # would be wrong, not old.
+            raise ConflictError(
+                Reasons.EVENTS_PRUNED,
+                aggregate=aggregate.key,
+                stream_id=stream_id,
+                expected=start + 1,
+                found=events[0].version,
+            )
         for event in events:
             state = aggregate.fold(state, event)
         if not events and kept is None:
