@@ -168,6 +168,13 @@ def audit(event: StoredEvent, ctx: Any) -> None:
     AUDITED.append(event.id)
 
 
+@ledger.job("statement", manual=True)
+def statement(payload: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """A job reads an account as ``ctx.load`` gives it."""
+    account = ctx.load("account", payload["account"])
+    return {"balance": account.balance, "email": account.email}
+
+
 totals_metadata = MetaData()
 account_totals = Table(
     "ledger_account_totals",

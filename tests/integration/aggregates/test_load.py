@@ -138,3 +138,19 @@ def test_a_concurrent_append_after_fetch_for_writing_is_a_version_conflict(
         count = conn.execute(select(func.count()).select_from(stack.tables.snapshots)).scalar()
     assert count == 0
     assert load(stack, "account", account).state.balance == 101
+
+
+def test_a_job_loads_an_aggregate_of_its_tenant(stack: Any) -> None:
+    from asanoha.workers.job_context import JobContext, JobMeta
+
+    account = new_account()
+    open_account(stack, account)
+    move(stack, "deposit", account, 70)
+    job = stack.registry.job("ledger:job:statement")
+    ctx = JobContext(stack.service, job, JobMeta(tenant_id=ADMIN.tenant_id), task_id="t", retries=0)
+    assert job.func({"account": account}, ctx) == {"balance": 70, "email": "ada@example.org"}
+    assert ctx.load("balance", account, as_of=0) is None
+    other = JobContext(stack.service, job, JobMeta(tenant_id="another"), task_id="t", retries=0)
+    assert other.load("account", account) is None
+    with pytest.raises(LookupError, match="ledger:job:statement: no aggregate 'missing'"):
+        ctx.load("missing", account)
