@@ -1,7 +1,8 @@
 """Event retention: prune the events older than a cut, optionally into an archive that
 ``restore_archive`` reads back.
 
-The cut is a global position: the newest event older than the age given. Nothing is pruned
+The cut is a global position: the newest event older than the age given; the events older
+than the age are pruned (a younger one below the cut stays). Nothing is pruned
 while a consumer has not handled every event up to the cut that it follows (its position
 below the cut with such an event after it, or a gap at or below the cut): 409
 ``consumer_lag`` names it. Entity rows and declared projections are kept in the write's
@@ -59,10 +60,9 @@ class PruneResult:
     archive: Path | None
 
 
-def cut_position(conn: Connection, tables: Tables, older_than: dt.timedelta) -> int:
-    """The newest position created more than ``older_than`` ago (0: none)."""
+def cut_position(conn: Connection, tables: Tables, before: dt.datetime) -> int:
+    """The newest position created before ``before`` (0: none)."""
     events = tables.events
-    before = dt.datetime.now(dt.UTC) - older_than
     query = select(func.coalesce(func.max(events.c.id), 0)).where(events.c.created_at < before)
     return int(conn.execute(query).scalar_one())
 
@@ -113,28 +113,32 @@ def prune_events(
     """Delete the events up to the cut of ``older_than`` in ``conn``'s transaction, once no
     consumer lags behind it; with ``archive_dir``, written to
     ``events-<first>-<last>.jsonl.gz`` there first."""
-    cut = cut_position(conn, tables, older_than)
+    before = dt.datetime.now(dt.UTC) - older_than
+    cut = cut_position(conn, tables, before)
     if cut == 0:
         return PruneResult(0, 0, None)
     check_consumers_past(conn, tables, cut)
     events = tables.events
     archive: Path | None = None
     if archive_dir is not None:
-        archive = write_archive(conn, tables, archive_dir, cut, batch)
-    pruned = conn.execute(delete(events).where(events.c.id <= cut)).rowcount or 0
+        archive = write_archive(conn, tables, archive_dir, cut, before, batch)
+    # A younger event below the cut (its writer's clock, or a long transaction) stays.
+    pruned_ones = (events.c.id <= cut, events.c.created_at < before)
+    pruned = conn.execute(delete(events).where(*pruned_ones)).rowcount or 0
     return PruneResult(cut, int(pruned), archive)
 
 
 def archived_rows(
-    conn: Connection, tables: Tables, cut: int, batch: int
+    conn: Connection, tables: Tables, cut: int, before: dt.datetime, batch: int
 ) -> Iterator[dict[str, Any]]:
-    """The events up to ``cut`` as an archive stores them, oldest first."""
+    """The events up to ``cut`` created before ``before``, as an archive stores them, oldest
+    first."""
     events = tables.events
     after = 0
     while True:
         query = (
             select(*(events.c[name] for name in ARCHIVED_COLUMNS))
-            .where(events.c.id > after, events.c.id <= cut)
+            .where(events.c.id > after, events.c.id <= cut, events.c.created_at < before)
             .order_by(events.c.id)
             .limit(batch)
         )
@@ -147,14 +151,17 @@ def archived_rows(
         after = rows[-1]["id"]
 
 
-def write_archive(conn: Connection, tables: Tables, folder: Path, cut: int, batch: int) -> Path:
-    """Write the events up to ``cut`` to a new archive file in ``folder``; its path."""
+def write_archive(
+    conn: Connection, tables: Tables, folder: Path, cut: int, before: dt.datetime, batch: int
+) -> Path:
+    """Write the events ``archived_rows`` gives to a new archive file in ``folder``; its
+    path."""
     folder.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     first = last = 0
     # mtime=0 and no file name in the header: the same events give the same bytes.
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as packed:
-        for row in archived_rows(conn, tables, cut, batch):
+        for row in archived_rows(conn, tables, cut, before, batch):
             first = first or row["id"]
             last = row["id"]
             packed.write(_ENCODER.encode(row).encode() + b"\n")
