@@ -50,6 +50,7 @@ from asanoha.platform.personal.master_keys import KeyWrapper, LocalKeyWrapper
 from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
+from asanoha.platform.store.declared_projections import ProjectionTarget
 
 if TYPE_CHECKING:
     from asanoha.workers import DrainTimeoutError, JobContext, JobFailedError
@@ -81,6 +82,7 @@ __all__ = [
     "LocalKeyWrapper",
     "NotFoundError",
     "PayloadTooLargeError",
+    "ProjectionTarget",
     "QueryContext",
     "RateLimit",
     "RateLimitError",

@@ -240,7 +240,7 @@ def test_aggregates_example_runs_as_written(tmp_path: Path) -> None:
     (tmp_path / "accounts.py").write_text(example, encoding="utf-8")
     ran = run_python(tmp_path, sqlite_env(tmp_path, "accounts.sqlite3"), "accounts.py")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.splitlines() == ["{'balance': 30}"]
+    assert ran.stdout.splitlines() == ["{'balance': 30}", "[('acc-1', 30)]"]
 
 
 def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_stack: Any) -> None:
