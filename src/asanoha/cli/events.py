@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -11,27 +10,31 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.platform.errors import AsanohaError
+from asanoha.platform.model.retention import parse_age as age_of
 
 events = typer.Typer(help="The event store: prune old events into an archive, restore one.")
-
-_AGE = re.compile(r"^(\d+)([dhm])$")
-_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
 
 def parse_age(text: str) -> dt.timedelta:
     """``365d``, ``12h`` or ``30m`` as a duration; ``typer.BadParameter`` otherwise."""
-    found = _AGE.match(text.strip())
-    if found is None or int(found.group(1)) < 1:
-        raise typer.BadParameter(f"{text!r} is no age: write a count and d, h or m (e.g. 365d)")
-    return dt.timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
+    try:
+        return age_of(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @events.command()
 def prune(
     app: AppOption,
     older_than: Annotated[
-        str, typer.Option("--older-than", help="Prune events older than this (365d, 12h, 30m).")
-    ],
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Prune events older than this (365d, 12h, 30m); default: each event type's "
+            "keep_for.",
+            show_default=False,
+        ),
+    ] = None,
     archive: Annotated[
         Path | None,
         typer.Option(
@@ -41,16 +44,28 @@ def prune(
         ),
     ] = None,
 ) -> None:
-    """Delete the events older than --older-than, in one transaction, unless a consumer has
-    not handled them yet (exit 1 with consumer_lag naming it; nothing is deleted). The
-    archive keeps them as stored: personal values stay sealed."""
-    from asanoha.platform.store.retention import prune_events
+    """Delete the events older than --older-than (without it: the events of each type
+    declared with keep_for= older than that), in one transaction, unless a consumer has not
+    handled them yet (exit 1 with consumer_lag naming it; nothing is deleted). The archive
+    keeps them as stored: personal values stay sealed."""
+    from asanoha.platform.store.retention import declared_retention, prune_events
 
-    age = parse_age(older_than)
+    age = parse_age(older_than) if older_than is not None else None
     loaded = load_app(app)
+    declared = declared_retention(loaded.registry)
+    if age is None and not declared:
+        raise typer.BadParameter(
+            "no event type declares keep_for=...; pass --older-than", param_hint="--older-than"
+        )
     try:
         with loaded.database.begin() as conn:
-            result = prune_events(conn, loaded.service.tables, older_than=age, archive_dir=archive)
+            result = prune_events(
+                conn,
+                loaded.service.tables,
+                older_than=age,
+                keep_for=None if age is not None else declared,
+                archive_dir=archive,
+            )
     except AsanohaError as error:
         typer.echo(f"{error.reason}: {error.message}", err=True)
         raise typer.Exit(1) from None

@@ -48,7 +48,7 @@ def cents_from_units(payload: dict[str, Any]) -> dict[str, Any]:
 
 opened = ledger.event("opened", Opened, pii={"owner": "self", "email": "self"})
 deposited = ledger.event("deposited", Deposited, version=2, upcasters={1: cents_from_units})
-withdrawn = ledger.event("withdrawn", Withdrawn)
+withdrawn = ledger.event("withdrawn", Withdrawn, keep_for="30d")
 
 
 class Account:

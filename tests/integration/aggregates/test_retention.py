@@ -13,7 +13,12 @@ import pytest
 from sqlalchemy import func, select, update
 
 from asanoha import ConflictError
-from asanoha.platform.store.retention import ARCHIVED_COLUMNS, prune_events, restore_archive
+from asanoha.platform.store.retention import (
+    ARCHIVED_COLUMNS,
+    declared_retention,
+    prune_events,
+    restore_archive,
+)
 from tests.integration.aggregates.conftest import ADMIN, load, snapshot_rows
 from tests.integration.aggregates.test_snapshots import EMAIL, OWNER, open_with_history
 
@@ -117,3 +122,18 @@ def test_aggregates_load_from_a_snapshot_past_a_prune_and_refuse_a_pruned_fold(
         "expected": 1,
         "found": 4,
     }
+
+
+def test_event_types_keep_their_events_as_long_as_they_declare(stack: Any) -> None:
+    account = open_with_history(stack, 2)
+    stack.http.write_ok("ledger:write:withdraw", {"account": account, "amount": 1}, ADMIN)
+    age_events(stack, newest_position(stack), days=40)
+    keep_for = declared_retention(stack.registry)
+    assert keep_for == {"ledger:event:withdrawn": dt.timedelta(days=30)}
+
+    # The audit consumer lags on deposits, which this prune does not touch.
+    with stack.db.begin() as conn:
+        result = prune_events(conn, stack.tables, keep_for=keep_for)
+    assert result.pruned == 1
+    kept = [row[5] for row in stored_events(stack)]
+    assert kept == ["ledger:event:opened", "ledger:event:deposited", "ledger:event:deposited"]

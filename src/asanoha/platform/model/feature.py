@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -37,6 +38,7 @@ from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
 from asanoha.platform.model.projections import ProjectionDef, define_projection
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
+from asanoha.platform.model.retention import parse_age
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.versions import PayloadUpcaster
 
@@ -359,14 +361,22 @@ class Feature:
         *,
         version: int = 1,
         upcasters: Mapping[int, PayloadUpcaster] | None = None,
+        keep_for: str | dt.timedelta | None = None,
     ) -> EventDef:
         """Declare a domain event ``<feature>:event:<name>`` with its payload model.
 
         ``pii={"email": "self", ...}``: its personal fields and their subject, encrypted like
         an entity's. ``version=N``: new events are stored as version N; ``upcasters={1: up_1_2, ...}``
-        bring stored payloads of older versions to it on every read.
+        bring stored payloads of older versions to it on every read. ``keep_for="365d"``
+        (``d``, ``h``, ``m``): ``asanoha events prune`` deletes events of this type once older.
         """
         qn = make_qn(self.name, "event", name)
+        kept: dt.timedelta | None = None
+        if keep_for is not None:
+            try:
+                kept = parse_age(keep_for)
+            except ValueError as exc:
+                raise DefinitionError(f"event {qn!r}: keep_for {exc}") from None
         self._check_open(f"event {qn!r}")
         event_def = EventDef(
             qn=qn,
@@ -375,6 +385,7 @@ class Feature:
             pii=check_event_pii(qn, model, pii),
             schema_version=version,
             upcasters=dict(upcasters or {}),
+            keep_for=kept,
         )
         self.events.append(event_def)
         return event_def

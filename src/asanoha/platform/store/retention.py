@@ -21,14 +21,15 @@ import datetime as dt
 import gzip
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, insert, or_, select
 
 from asanoha.platform.errors import ConflictError, Reasons
+from asanoha.platform.model import Registry
 from asanoha.platform.store.tables import Tables
 
 #: Events read, archived and deleted per statement.
@@ -60,16 +61,40 @@ class PruneResult:
     archive: Path | None
 
 
-def cut_position(conn: Connection, tables: Tables, before: dt.datetime) -> int:
-    """The newest position created before ``before`` (0: none)."""
+def pruned_selection(
+    tables: Tables,
+    *,
+    older_than: dt.timedelta | None = None,
+    keep_for: Mapping[str, dt.timedelta] | None = None,
+) -> ColumnElement[bool]:
+    """The events a prune takes: older than ``older_than``, or of each type of ``keep_for``
+    older than its age."""
     events = tables.events
-    query = select(func.coalesce(func.max(events.c.id), 0)).where(events.c.created_at < before)
+    now = dt.datetime.now(dt.UTC)
+    if older_than is not None:
+        return events.c.created_at < now - older_than
+    if not keep_for:
+        raise ValueError("prune what? give older_than, or event types with keep_for")
+    return or_(
+        *(
+            and_(events.c.type == type_, events.c.created_at < now - age)
+            for type_, age in sorted(keep_for.items())
+        )
+    )
+
+
+def cut_position(conn: Connection, tables: Tables, selection: ColumnElement[bool]) -> int:
+    """The newest position of the events ``selection`` takes (0: none)."""
+    events = tables.events
+    query = select(func.coalesce(func.max(events.c.id), 0)).where(selection)
     return int(conn.execute(query).scalar_one())
 
 
-def check_consumers_past(conn: Connection, tables: Tables, cut: int) -> None:
+def check_consumers_past(
+    conn: Connection, tables: Tables, cut: int, types: Collection[str] | None = None
+) -> None:
     """409 ``consumer_lag`` naming the first consumer (partition) that has not handled every
-    event up to ``cut`` that it follows."""
+    event up to ``cut`` that it follows (of ``types``, when given)."""
     consumers, events = tables.consumers, tables.events
     rows = conn.execute(
         select(
@@ -81,14 +106,17 @@ def check_consumers_past(conn: Connection, tables: Tables, cut: int) -> None:
             consumers.c.types,
         ).order_by(consumers.c.name, consumers.c.partition)
     ).all()
-    for name, partition, partitions, position, gaps, types in rows:
+    for name, partition, partitions, position, gaps, followed in rows:
+        concerned = [t for t in followed or [] if types is None or t in types]
+        if not concerned:
+            continue
         gap_starts = [int(gap[0]) for gap in gaps or []]
         if any(start <= cut for start in gap_starts):
             raise _lagging(name, partition, int(position), cut)
-        if int(position) >= cut or not types:
+        if int(position) >= cut:
             continue
         query = select(events.c.id).where(
-            events.c.id > position, events.c.id <= cut, events.c.type.in_(list(types))
+            events.c.id > position, events.c.id <= cut, events.c.type.in_(concerned)
         )
         if int(partitions) > 1:
             query = query.where(events.c.partition_key % int(partitions) == int(partition))
@@ -106,39 +134,43 @@ def prune_events(
     conn: Connection,
     tables: Tables,
     *,
-    older_than: dt.timedelta,
+    older_than: dt.timedelta | None = None,
+    keep_for: Mapping[str, dt.timedelta] | None = None,
     archive_dir: Path | None = None,
     batch: int = PRUNE_BATCH,
 ) -> PruneResult:
-    """Delete the events up to the cut of ``older_than`` in ``conn``'s transaction, once no
-    consumer lags behind it; with ``archive_dir``, written to
-    ``events-<first>-<last>.jsonl.gz`` there first."""
-    before = dt.datetime.now(dt.UTC) - older_than
-    cut = cut_position(conn, tables, before)
+    """Delete the events older than ``older_than`` (or of each type of ``keep_for`` older than
+    its age) in ``conn``'s transaction, once no consumer lags behind the newest of them; with
+    ``archive_dir``, written to ``events-<first>-<last>.jsonl.gz`` there first."""
+    selection = pruned_selection(tables, older_than=older_than, keep_for=keep_for)
+    cut = cut_position(conn, tables, selection)
     if cut == 0:
         return PruneResult(0, 0, None)
-    check_consumers_past(conn, tables, cut)
+    check_consumers_past(conn, tables, cut, None if older_than is not None else keep_for)
     events = tables.events
     archive: Path | None = None
     if archive_dir is not None:
-        archive = write_archive(conn, tables, archive_dir, cut, before, batch)
-    # A younger event below the cut (its writer's clock, or a long transaction) stays.
-    pruned_ones = (events.c.id <= cut, events.c.created_at < before)
-    pruned = conn.execute(delete(events).where(*pruned_ones)).rowcount or 0
+        archive = write_archive(conn, tables, archive_dir, selection, cut, batch)
+    pruned = conn.execute(delete(events).where(events.c.id <= cut, selection)).rowcount or 0
     return PruneResult(cut, int(pruned), archive)
 
 
+def declared_retention(registry: Registry) -> dict[str, dt.timedelta]:
+    """Event type -> ``keep_for``, for the types that declare one."""
+    return {event.qn: event.keep_for for event in registry.events if event.keep_for is not None}
+
+
 def archived_rows(
-    conn: Connection, tables: Tables, cut: int, before: dt.datetime, batch: int
+    conn: Connection, tables: Tables, selection: ColumnElement[bool], cut: int, batch: int
 ) -> Iterator[dict[str, Any]]:
-    """The events up to ``cut`` created before ``before``, as an archive stores them, oldest
+    """The events ``selection`` takes up to ``cut``, as an archive stores them, oldest
     first."""
     events = tables.events
     after = 0
     while True:
         query = (
             select(*(events.c[name] for name in ARCHIVED_COLUMNS))
-            .where(events.c.id > after, events.c.id <= cut, events.c.created_at < before)
+            .where(events.c.id > after, events.c.id <= cut, selection)
             .order_by(events.c.id)
             .limit(batch)
         )
@@ -152,7 +184,12 @@ def archived_rows(
 
 
 def write_archive(
-    conn: Connection, tables: Tables, folder: Path, cut: int, before: dt.datetime, batch: int
+    conn: Connection,
+    tables: Tables,
+    folder: Path,
+    selection: ColumnElement[bool],
+    cut: int,
+    batch: int,
 ) -> Path:
     """Write the events ``archived_rows`` gives to a new archive file in ``folder``; its
     path."""
@@ -161,7 +198,7 @@ def write_archive(
     first = last = 0
     # mtime=0 and no file name in the header: the same events give the same bytes.
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as packed:
-        for row in archived_rows(conn, tables, cut, before, batch):
+        for row in archived_rows(conn, tables, selection, cut, batch):
             first = first or row["id"]
             last = row["id"]
             packed.write(_ENCODER.encode(row).encode() + b"\n")
