@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "jobs": "asanoha.cli.jobs:jobs",
     "features": "asanoha.cli.features:features",
     "projections": "asanoha.cli.projections:projections",
+    "events": "asanoha.cli.events:events",
     "keys": "asanoha.cli.keys:keys",
     "config": "asanoha.cli.config:config",
 }

@@ -12,6 +12,7 @@ from typing import Any
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser, Snooze
 from asanoha.platform.model.place import Place
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.service.aggregates import AsOf
 from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
@@ -234,6 +235,16 @@ class JobContext(FeatureAccess):
             at=at,
             priority=priority,
         )
+
+    def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
+        """The state of aggregate ``aggregate`` (of the job's feature, or ``feature:name``)
+        folded from ``stream_id`` of the job's tenant, as ``WriteContext.load`` gives it."""
+        aggregates = self._service.aggregates
+        found = aggregates.find(aggregate, feature=self.job.feature, caller=self.job.qn)
+        with self._service.database.begin() as conn:
+            return aggregates.load(
+                conn, found, tenant_id=self.tenant_id, stream_id=str(stream_id), as_of=as_of
+            ).state
 
     @property
     def cancel_requested(self) -> bool:

@@ -57,6 +57,8 @@ class Reasons(StrEnum):
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
     SUBJECT_KEY_EXISTS = "subject_key_exists"
+    CONSUMER_LAG = "consumer_lag"
+    EVENTS_PRUNED = "events_pruned"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"

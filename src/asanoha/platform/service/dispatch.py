@@ -42,6 +42,7 @@ from asanoha.platform.service import (
     outbox,
 )
 from asanoha.platform.service.admission import Admission, open_request
+from asanoha.platform.service.aggregates import Aggregates
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner
 from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
@@ -136,6 +137,8 @@ class Service:
         self.domain_events = DomainEvents(
             registry, self.tables, database.backend, self.personal, self.owner_rules
         )
+        #: Folds the declared aggregates (``ctx.load``).
+        self.aggregates = Aggregates(registry, self.tables, database.backend)
         self._commit_listeners: list[CommitListener] = []
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.model import EventDef, HandlerDef, Registry, SessionUser
 from asanoha.platform.service import gates
+from asanoha.platform.service.aggregates import AsOf, Loaded
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
 from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.feature_settings import FeatureSettings
@@ -174,6 +175,32 @@ class WriteContext(QueryContext):
             stream_id=str(stream_id),
             stream_type=stream_type,
             expected_version=expected_version,
+        )
+
+    def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
+        """The state of aggregate ``aggregate`` (of this feature, or ``feature:name``)
+        folded from the events of ``stream_id`` in the caller's tenant, opened and upcast:
+        ``None`` for a stream without events. ``as_of``: the state at that global position
+        (an event id) or time (an aware datetime)."""
+        return self._load(aggregate, str(stream_id), as_of).state
+
+    def fetch_for_writing(self, aggregate: str, stream_id: str | uuid.UUID) -> Any:
+        """``load``, holding the version read: the events this handler then appends to the
+        stream (``append_event`` without ``expected_version``) follow it, and a concurrent
+        append in between answers 409 ``version_conflict``."""
+        loaded = self._load(aggregate, str(stream_id), None)
+        self._request.held_versions[self.user.tenant_id, str(stream_id)] = loaded.version
+        return loaded.state
+
+    def _load(self, aggregate: str, stream_id: str, as_of: AsOf | None) -> Loaded:
+        aggregates = self._service.aggregates
+        found = aggregates.find(aggregate, feature=self.handler.feature, caller=self.handler.qn)
+        return aggregates.load(
+            self._request.conn,
+            found,
+            tenant_id=self.user.tenant_id,
+            stream_id=stream_id,
+            as_of=as_of,
         )
 
     def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:

@@ -178,6 +178,10 @@ class Request:
     outbox: list[OutboxMessage] = field(default_factory=list)
     #: Events appended in this transaction, announced to commit listeners once it commits.
     appended: list[StoredEvent] = field(default_factory=list)
+    #: (tenant, stream) -> the version ``ctx.fetch_for_writing`` read: the events the
+    #: handler appends to the stream are expected right after it (409 when another writer
+    #: appended in between). Moves with each append.
+    held_versions: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The human approval an agent's high-risk call runs under (recorded with provenance).
     approval_id: uuid.UUID | None = None
     #: The job or consumer this unit of work runs for (``None``: a caller's own dispatch).

@@ -167,6 +167,50 @@ def read_events(
     return personal_events.reveal_events(conn, found) if opened else found
 
 
+def read_stream(
+    conn: Connection,
+    tables: Tables,
+    *,
+    tenant_id: str,
+    stream_id: str,
+    after_version: int = 0,
+    through_version: int | None = None,
+) -> list[StoredEvent]:
+    """The events of one stream with a version above ``after_version`` (and at most
+    ``through_version``), in order, upcast and opened as ``read_events`` gives them."""
+    events = tables.events
+    query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(
+        events.c.tenant_id == tenant_id,
+        events.c.stream_id == stream_id,
+        events.c.version > after_version,
+    )
+    if through_version is not None:
+        query = query.where(events.c.version <= through_version)
+    rows = conn.execute(query.order_by(events.c.version)).mappings()
+    found = tables.upcasters.upcast_all([StoredEvent(**row) for row in rows])
+    return personal_events.reveal_events(conn, found)
+
+
+def stream_version_as_of(
+    conn: Connection,
+    tables: Tables,
+    tenant_id: str,
+    stream_id: str,
+    as_of: int | dt.datetime,
+) -> int:
+    """The version a stream had at global position ``as_of`` (an event id), or at the time
+    ``as_of`` (an aware datetime); 0 when it had no event yet."""
+    events = tables.events
+    query = select(func.coalesce(func.max(events.c.version), 0)).where(
+        events.c.tenant_id == tenant_id, events.c.stream_id == stream_id
+    )
+    if isinstance(as_of, dt.datetime):
+        query = query.where(events.c.created_at <= as_of)
+    else:
+        query = query.where(events.c.id <= as_of)
+    return int(conn.execute(query).scalar_one())
+
+
 def read_event(
     conn: Connection, tables: Tables, event_id: int, *, opened: bool = True
 ) -> StoredEvent | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -138,9 +139,13 @@ class Tables:
     cron_ticks: Table
     #: Features' configuration values, sealed secrets and switches, per tenant.
     feature_settings: Table
+    #: Aggregate states folded up to a stream version, personal values sealed.
+    snapshots: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
+    #: The tables of the declared projections, by projection QN (the application's own).
+    projections: Mapping[str, Table] = field(default_factory=dict)
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -321,6 +326,8 @@ def build_tables(registry: Registry) -> Tables:
         consumer_wakes=_consumer_wakes_table(metadata),
         cron_ticks=_cron_ticks_table(metadata),
         feature_settings=_feature_settings_table(metadata),
+        snapshots=_snapshots_table(metadata),
+        projections={projection.qn: projection.table for projection in registry.projections},
     )
 
 
@@ -438,6 +445,27 @@ def _cron_ticks_table(metadata: MetaData) -> Table:
         Column("tick_at", Timestamp, nullable=False),
         Column("opened_at", Timestamp, nullable=False),
         Column("done_at", Timestamp, nullable=True),
+    )
+
+
+def _snapshots_table(metadata: MetaData) -> Table:
+    """One row per aggregate state kept at a stream version (``store/snapshots.py``): its
+    personal values hold the events' sealed texts, so forgetting a subject makes them
+    unreadable like the events themselves."""
+    return Table(
+        "asanoha_snapshots",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("aggregate", String(200), primary_key=True),
+        Column("stream_id", String(64), primary_key=True),
+        #: The stream version of the last event folded into ``state``.
+        Column("stream_version", Integer, primary_key=True),
+        #: The aggregate's shape (``AggregateDef.version``): another one ignores the row.
+        Column("aggregate_version", String(80), nullable=False),
+        #: The global position of the last event folded into ``state``.
+        Column("position", Position, nullable=False),
+        Column("state", Json, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
     )
 
 

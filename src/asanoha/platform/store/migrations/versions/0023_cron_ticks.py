@@ -3,7 +3,7 @@ part-way is completed by the next tick, and ``catch_up`` reads the newest tick h
 prune of job rows keeps it).
 
 Revision ID: 0023
-Revises: 0019
+Revises: 0021
 Create Date: 2026-12-06
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0023"
-down_revision: str | Sequence[str] | None = "0019"
+down_revision: str | Sequence[str] | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
