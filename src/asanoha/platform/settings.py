@@ -85,6 +85,27 @@ class Settings(BaseSettings):
     #: The longest lifetime a token may claim (``exp`` minus ``iat``, or minus now without
     #: ``iat``): a leaked token is good for a day at most.
     jwt_max_ttl_seconds: int = 86400
+    #: Own secrets by key id, ``kid=secret`` pairs separated by commas: the first signs
+    #: (its ``kid`` in the token's header), each checks the tokens that name its ``kid``.
+    #: ``ASANOHA_JWT_SECRET`` still checks the tokens without a ``kid``.
+    jwt_keys: str | None = None
+    #: The identity provider's key set (JSON Web Key Set) its tokens are checked with.
+    jwt_jwks_url: str | None = None
+    #: The identity provider (OpenID Connect issuer URL): its key set is found through
+    #: ``<issuer>/.well-known/openid-configuration``; ``jwt_issuer`` defaults to it.
+    oidc_issuer: str | None = None
+    #: The ``iss`` every token must carry (unset: ``oidc_issuer``, else not checked).
+    jwt_issuer: str | None = None
+    #: The ``aud`` every token must carry (unset: not checked).
+    jwt_audience: str | None = None
+    #: The claims a provider's token names its tenant, roles and user with; a dotted path
+    #: (``realm_access.roles``) reaches into an object.
+    jwt_tenant_claim: str = Field(default="tenant_id", min_length=1)
+    jwt_roles_claim: str = Field(default="roles", min_length=1)
+    jwt_subject_claim: str = Field(default="sub", min_length=1)
+    #: Seconds the provider's key set is kept before it is fetched again (a token naming an
+    #: unknown ``kid`` fetches it at most once per 30 seconds besides).
+    jwt_jwks_refresh: float = Field(default=300.0, gt=0)
     #: Signs approval tokens; unset: a key derived from ``jwt_secret``.
     approval_secret: str | None = None
     max_body_bytes: int = 1024 * 1024
@@ -138,6 +159,21 @@ class Settings(BaseSettings):
         """The secrets tokens are checked with: the one that signs first."""
         found = tuple(part.strip() for part in self.jwt_secret.split(",") if part.strip())
         return found or (self.jwt_secret,)
+
+    @property
+    def jwt_key_ring(self) -> tuple[tuple[str, str], ...]:
+        """The ``(kid, secret)`` pairs of ``jwt_keys``, the one that signs first."""
+        pairs: list[tuple[str, str]] = []
+        for part in (self.jwt_keys or "").split(","):
+            if part.strip():
+                kid, _, secret = part.strip().partition("=")
+                pairs.append((kid.strip(), secret.strip()))
+        return tuple(pairs)
+
+    @property
+    def jwt_expected_issuer(self) -> str | None:
+        """The ``iss`` tokens must carry: ``jwt_issuer``, else ``oidc_issuer``."""
+        return self.jwt_issuer or self.oidc_issuer
 
     @property
     def jwt_signing_secret(self) -> str:
@@ -210,6 +246,7 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
             f"it needs at least {MIN_SECRET_BYTES} bytes. Set it to a long random value "
             f"({SECRET_RECIPE}), or unset it to derive approval keys from ASANOHA_JWT_SECRET."
         )
+    problems += _key_ring_problems(settings)
     if settings.jwt_algorithm not in SIGNING_ALGORITHMS:
         problems.append(
             f"ASANOHA_JWT_ALGORITHM is {settings.jwt_algorithm!r}: tokens are signed with a "
@@ -253,6 +290,28 @@ def _secret_problems(settings: Settings) -> list[str]:
                 f"{MIN_SECRET_BYTES} bytes, or it can be guessed. Set it to a long random "
                 f"value ({SECRET_RECIPE})."
             )
+    return problems
+
+
+def _key_ring_problems(settings: Settings) -> list[str]:
+    """What is wrong with ``ASANOHA_JWT_KEYS``: a pair without its ``=``, a repeated
+    ``kid``, a short secret."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for kid, secret in settings.jwt_key_ring:
+        if not kid or not secret:
+            problems.append(
+                "ASANOHA_JWT_KEYS holds an entry without a kid or a secret: write "
+                "'kid=secret' pairs separated by commas."
+            )
+        elif kid in seen:
+            problems.append(f"ASANOHA_JWT_KEYS names the kid {kid!r} twice.")
+        elif len(secret.encode()) < MIN_SECRET_BYTES:
+            problems.append(
+                f"the secret of kid {kid!r} in ASANOHA_JWT_KEYS is {len(secret.encode())} "
+                f"bytes long: it needs at least {MIN_SECRET_BYTES} bytes ({SECRET_RECIPE})."
+            )
+        seen.add(kid)
     return problems
 
 

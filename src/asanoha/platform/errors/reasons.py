@@ -17,6 +17,8 @@ class Reasons(StrEnum):
     TOKEN_MISSING = "token_missing"
     TOKEN_EXPIRED = "token_expired"
     TOKEN_INVALID = "token_invalid"
+    TOKEN_REVOKED = "token_revoked"
+    TOKEN_SCOPE_DENIED = "token_scope_denied"
     # 403
     ROLE_REQUIRED = "role_required"
     INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK = "instruction_field_write_requires_high_risk"
