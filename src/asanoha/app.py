@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, NoReturn
 from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.identity import TokenVerifier
+from asanoha.platform.identity.access_tokens import AccessTokenStore
+from asanoha.platform.identity.revocations import RevocationList
 from asanoha.platform.model import Feature, RateLimit, Registry
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.personal.boot import key_wrapper_of
@@ -121,6 +124,16 @@ class App:
             broker_hold=self._broker_hold,
             key_wrapper=key_wrapper_of(self.settings),
             replica=self.replica,
+        )
+        revocations = RevocationList(self.database, self.service.tables.token_revocations)
+        #: Checks bearer tokens (own, the identity provider's, personal access tokens) and
+        #: signs the platform's own.
+        self.tokens = TokenVerifier(
+            self.settings,
+            revocations=revocations,
+            access_tokens=AccessTokenStore(
+                self.database, self.service.tables.access_tokens, revocations
+            ),
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)
@@ -237,7 +250,7 @@ class App:
         from asanoha.platform.http.mounts import AsgiMount
 
         endpoint = McpHttpEndpoint(
-            build_mcp_server(self.service, McpCallers(self.settings)), self.settings
+            build_mcp_server(self.service, McpCallers(self.tokens)), self.settings, self.tokens
         )
         return build_http_app(self, [AsgiMount("/mcp", endpoint, endpoint.lifespan)])
 

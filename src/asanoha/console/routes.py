@@ -114,7 +114,7 @@ class Console:
         """A GET page: without a session, a redirect to the login."""
 
         async def endpoint(request: Request) -> Response:
-            session = current_session(self.parts.settings, request)
+            session = current_session(self.parts.tokens, request)
             if session is None:
                 return self.to_login(request)
             return await render(request, session)
@@ -126,7 +126,7 @@ class Console:
         CSRF token 403, and nothing is done."""
 
         async def endpoint(request: Request) -> Response:
-            session = current_session(self.parts.settings, request)
+            session = current_session(self.parts.tokens, request)
             if session is None:
                 return self.to_login(request)
             try:
@@ -171,7 +171,7 @@ class Console:
 
     async def login_form(self, request: Request) -> Response:
         """The login page (the Jobs page when already signed in)."""
-        if current_session(self.parts.settings, request) is not None:
+        if current_session(self.parts.tokens, request) is not None:
             return RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
         return self.login_page(request)
 
@@ -209,7 +209,7 @@ class Console:
             )
         token = form_text(form, "token").strip()
         try:
-            signed_in_user(self.parts.settings, token)
+            signed_in_user(self.parts.tokens, token)
         except AsanohaError as error:
             if error.reason == Reasons.ROLE_REQUIRED:
                 return self.login_page(request, f"This token lacks the {CONSOLE_ROLE} role.")

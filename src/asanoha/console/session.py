@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from asanoha.platform.errors import AccessDeniedError, AsanohaError, Reasons
 from asanoha.platform.http.auth import decode_token
+from asanoha.platform.identity import TokenVerifier
 from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
 
@@ -46,27 +47,27 @@ def csrf_token(settings: Settings, token: str) -> str:
     return hmac.new(key, b"asanoha-console-csrf:" + token.encode(), hashlib.sha256).hexdigest()
 
 
-def current_session(settings: Settings, request: Request) -> Session | None:
+def current_session(tokens: TokenVerifier, request: Request) -> Session | None:
     """The session of ``request``: ``None`` without a cookie, or with a token that is
     expired, invalid or lacks the console role."""
     token = request.cookies.get(SESSION_COOKIE)
     if not token:
         return None
     try:
-        user = signed_in_user(settings, token)
+        user = signed_in_user(tokens, token)
     except AsanohaError:
         return None
-    return Session(user, token, csrf_token(settings, token))
+    return Session(user, token, csrf_token(tokens.settings, token))
 
 
-def signed_in_user(settings: Settings, token: str) -> SessionUser:
+def signed_in_user(tokens: TokenVerifier, token: str) -> SessionUser:
     """The principal ``token`` names, when it may use the console.
 
     Raises ``AuthenticationError`` for a token the API would refuse (expired, bad
     signature, ...), ``AccessDeniedError`` (``role_required``) for one without the
     ``SystemAdmin`` role.
     """
-    user = decode_token(settings, token)
+    user = decode_token(tokens, token)
     if CONSOLE_ROLE not in user.roles:
         raise AccessDeniedError(Reasons.ROLE_REQUIRED, roles=[CONSOLE_ROLE])
     return user

@@ -8,6 +8,9 @@ an identity provider's tokens, personal access tokens, and revocations. ``issue_
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
 from asanoha.platform.errors import AuthenticationError, Reasons
 from asanoha.platform.identity import TokenVerifier
 from asanoha.platform.identity.claims import MAX_ID_LENGTH, MAX_ROLES
@@ -21,6 +24,7 @@ __all__ = [
     "MAX_ROLES",
     "TokenRefusedError",
     "authenticate",
+    "authenticate_request",
     "bearer_token",
     "decode_token",
     "issue_token",
@@ -64,6 +68,19 @@ def bearer_token(authorization: str | None) -> str | None:
             Reasons.TOKEN_INVALID, error="send 'Authorization: Bearer <token>'"
         )
     return token.strip()
+
+
+async def authenticate_request(
+    verifier: TokenVerifier, request: Request, *, allow_anonymous: bool = False
+) -> SessionUser:
+    """``authenticate`` for an endpoint: in a worker thread when checking may wait on the
+    identity provider or the database, so the event loop never does."""
+    authorization = request.headers.get("authorization")
+    if verifier.may_block and authorization:
+        return await run_in_threadpool(
+            authenticate, verifier, authorization, allow_anonymous=allow_anonymous
+        )
+    return authenticate(verifier, authorization, allow_anonymous=allow_anonymous)
 
 
 def authenticate(

@@ -40,7 +40,7 @@ Fetch = Callable[[str], bytes]
 def fetch_url(url: str) -> bytes:
     """The body of ``url`` (at most ``MAX_DOCUMENT_BYTES``), within ``FETCH_TIMEOUT``."""
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
         body: bytes = response.read(MAX_DOCUMENT_BYTES + 1)
     if len(body) > MAX_DOCUMENT_BYTES:
         raise ValueError(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
@@ -123,7 +123,7 @@ class ProviderKeys:
             url = self._jwks_url or self._discover()
             self.fetch_count += 1
             keys = parse_key_set(json.loads(self._fetch(url)))
-        except Exception as exc:  # noqa: BLE001 - any failure keeps the cached keys
+        except Exception as exc:
             log.warning("identity provider keys not refreshed (cached keys kept): %s", exc)
             return
         self._keys = keys

@@ -140,9 +140,13 @@ class TokenVerifier:
         jti = claims.get("jti")
         if jti is not None and not (isinstance(jti, str) and 0 < len(jti) <= 200):
             raise refused("claims", "claim 'jti' must be a string of 1 to 200 characters")
-        if jti is not None and self.revocations is not None:
-            if self.revocations.is_revoked(user.tenant_id, jti):
-                raise AuthenticationError(Reasons.TOKEN_REVOKED, jti=jti)
+        revocations = self.revocations
+        if (
+            jti is not None
+            and revocations is not None
+            and revocations.is_revoked(user.tenant_id, jti)
+        ):
+            raise AuthenticationError(Reasons.TOKEN_REVOKED, jti=jti)
         return user.with_token(jti, int(claims["exp"])) if jti else user
 
     def claims_of(self, token: str) -> dict[str, Any]:
@@ -164,9 +168,7 @@ class TokenVerifier:
             return self._own_claims(token, alg, kid)
         return self._provider_claims(token, alg, kid), self.provider_claims
 
-    def _own_claims(
-        self, token: str, alg: str, kid: str | None
-    ) -> tuple[dict[str, Any], ClaimMap]:
+    def _own_claims(self, token: str, alg: str, kid: str | None) -> tuple[dict[str, Any], ClaimMap]:
         # Only the platform's own secrets check HMAC tokens: never a provider's public key.
         if alg != self.own.algorithm:
             raise refused(

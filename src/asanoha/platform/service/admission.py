@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
 from asanoha.platform.model import HandlerDef, Registry, SessionUser
+from asanoha.platform.model.scopes import scopes_admit
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
     EntryHandler,
@@ -33,15 +34,24 @@ class Admission:
         self.rate_limiter = rate_limiter
 
     def admit(
-        self, qn: str, kind: str, payload: Any, user: SessionUser
+        self, qn: str, kind: str, payload: Any, user: SessionUser, *, nested: bool = False
     ) -> tuple[HandlerDef, pydantic.BaseModel]:
-        """The handler exists, admits ``user`` and accepts ``payload``: it and the payload."""
+        """The handler exists, admits ``user`` and accepts ``payload``: it and the payload.
+
+        A caller with a scoped token (``user.scopes``) reaches only handlers its scopes
+        match; a ``nested`` call (a handler's own ``ctx.write``/``ctx.query``) is the
+        handler's doing, admitted by the scopes of the call that entered it.
+        """
         handler = self._registry.find_handler(qn)
         if handler is None or handler.kind != kind:
             raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
         if not handler.access.admits(user):
             raise AccessDeniedError(
                 Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
+            )
+        if user.scopes is not None and not nested and not scopes_admit(user.scopes, handler.qn):
+            raise AccessDeniedError(
+                Reasons.TOKEN_SCOPE_DENIED, handler=handler.qn, scopes=sorted(user.scopes)
             )
         check_storable(payload, handler.qn)
         return handler, validate_payload(handler.payload_model, payload, handler.qn)

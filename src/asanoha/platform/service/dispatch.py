@@ -291,7 +291,7 @@ class Service:
         it, the primary serves.
         """
         if parent is not None:
-            handler, model = self.admission.admit(qn, "query", payload, user)
+            handler, model = self.admission.admit(qn, "query", payload, user, nested=True)
             return handler.func(model, QueryContext(self, parent, handler, user))
         with observed("query", qn, user, meta) as span:
             handler, model = self.admission.admit(qn, "query", payload, user)
