@@ -24,11 +24,12 @@ from sqlalchemy import Connection, Table, insert, select, update
 from asanoha.platform.errors import AuthenticationError, Reasons
 from asanoha.platform.identity.claims import IDENTIFIER, SYSTEM_ROLE_REFUSED, refused
 from asanoha.platform.identity.revocations import CACHE_SECONDS, RevocationList
-from asanoha.platform.identity.verifier import ACCESS_TOKEN_PREFIX
 from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.model.scopes import parse_scopes
 from asanoha.platform.store import Database
 
+#: The prefix of every personal access token: a secret scanner (or a person) recognises one.
+ACCESS_TOKEN_PREFIX = "asanoha_pat_"
 #: The longest lifetime of a personal access token.
 MAX_ACCESS_TOKEN_DAYS = 366
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
 import jwt
 
 from asanoha.platform.errors import AuthenticationError, Reasons
+from asanoha.platform.identity.access_tokens import ACCESS_TOKEN_PREFIX, AccessTokenStore
 from asanoha.platform.identity.claims import (
     OWN_CLAIMS,
     SYSTEM_ROLE_REFUSED,
@@ -28,30 +29,17 @@ from asanoha.platform.identity.claims import (
 )
 from asanoha.platform.identity.own_keys import OwnKeys
 from asanoha.platform.identity.provider_keys import ProviderKeys
+from asanoha.platform.identity.revocations import RevocationList
 from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.settings import Settings
 
 #: Seconds the clocks of the issuer and this server may differ by: applied to ``exp``, to a
 #: future ``iat`` or ``nbf`` and to the lifetime a token claims.
 CLOCK_LEEWAY_SECONDS = 30
-#: The prefix of every personal access token: a secret scanner (or a person) recognises one.
-ACCESS_TOKEN_PREFIX = "asanoha_pat_"
 
 
 class TokenRefusedError(ValueError):
     """A token the platform would refuse to accept: do not issue it."""
-
-
-class Revocations(Protocol):
-    """The revoked ``jti``s, as every API process sees them within seconds."""
-
-    def is_revoked(self, tenant_id: str, jti: str) -> bool: ...
-
-
-class AccessTokens(Protocol):
-    """Personal access tokens, looked up by the digest of the secret."""
-
-    def user_of(self, token: str) -> SessionUser: ...
 
 
 class TokenVerifier:
@@ -63,8 +51,8 @@ class TokenVerifier:
         settings: Settings,
         *,
         provider: ProviderKeys | None = None,
-        revocations: Revocations | None = None,
-        access_tokens: AccessTokens | None = None,
+        revocations: RevocationList | None = None,
+        access_tokens: AccessTokenStore | None = None,
     ) -> None:
         self.settings = settings
         self.own = OwnKeys.of(settings)
