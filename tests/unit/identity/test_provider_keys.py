@@ -24,7 +24,7 @@ def test_random_kids_refetch_at_most_once_per_interval() -> None:
         keys = ProviderKeys(jwks_url=server.url, refresh=300, clock=clock)
         assert keys.key_for(good.kid) is not None
         assert server.fetches == 1
-        for number in range(200):
+        for _ in range(200):
             clock.now += 0.1  # 200 requests over 20 seconds
             assert keys.key_for(secrets.token_hex(8)) is None
         assert server.fetches == 1  # the first fetch is less than 30 s old throughout
