@@ -39,6 +39,7 @@ class Reasons(StrEnum):
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
     JOB_NOT_FOUND = "job_not_found"
+    TOKEN_NOT_FOUND = "token_not_found"
     CONSUMER_NOT_FOUND = "consumer_not_found"
     CONSUMER_PARTITION_NOT_FOUND = "consumer_partition_not_found"
     JOB_ROW_NOT_FOUND = "job_row_not_found"

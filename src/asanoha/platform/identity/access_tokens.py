@@ -12,10 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import secrets
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,7 @@ from sqlalchemy import Connection, Table, insert, select, update
 
 from asanoha.platform.errors import AuthenticationError, Reasons
 from asanoha.platform.identity.claims import IDENTIFIER, SYSTEM_ROLE_REFUSED, refused
-from asanoha.platform.identity.revocations import CACHE_SECONDS, RevocationList
+from asanoha.platform.identity.revocations import RevocationList
 from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.platform.model.scopes import parse_scopes
 from asanoha.platform.store import Database
@@ -73,20 +72,13 @@ class AccessTokenStore:
 
     def __init__(
         self,
-        database: Database,
+        database: Database | None,
         table: Table,
         revocations: RevocationList,
-        *,
-        cache_seconds: float = CACHE_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._database = database
         self._table = table
         self._revocations = revocations
-        self._cache_seconds = cache_seconds
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, dict[str, Any] | None]] = {}
 
     def create(
         self,
@@ -140,7 +132,7 @@ class AccessTokenStore:
         if conn is not None:
             conn.execute(insert(self._table).values(row))
         else:
-            with self._database.begin() as own:
+            with self._own_transaction() as own:
                 own.execute(insert(self._table).values(row))
         return NewAccessToken(token, describe(row))
 
@@ -176,7 +168,7 @@ class AccessTokenStore:
         if conn is not None:
             rows = conn.execute(query).mappings().all()
         else:
-            with self._database.connect() as own:
+            with self._own_connection() as own:
                 rows = own.execute(query).mappings().all()
         return [describe(dict(row)) for row in rows]
 
@@ -211,31 +203,31 @@ class AccessTokenStore:
         if conn is not None:
             result = run(conn)
         else:
-            with self._database.begin() as own:
+            with self._own_transaction() as own:
                 result = run(own)
-        with self._lock:
-            self._cache.clear()
         return result
 
     def _row_of(self, token_hash: str) -> dict[str, Any] | None:
-        now = self._clock()
-        cached = self._cache.get(token_hash)
-        if cached is not None and now - cached[0] < self._cache_seconds:
-            return cached[1]
+        # Read on every call, not cached: a revoked or expired token is refused by every
+        # process at once (scripts and CI jobs call far less often than browsers).
         table = self._table
-        with self._database.connect() as conn:
+        with self._own_connection() as conn:
             found = (
                 conn.execute(select(table).where(table.c.token_hash == token_hash))
                 .mappings()
                 .first()
             )
-        row = dict(found) if found is not None else None
-        with self._lock:
-            if len(self._cache) > 10_000:
-                # Forged tokens would grow it without end: start over.
-                self._cache.clear()
-            self._cache[token_hash] = (now, row)
-        return row
+        return dict(found) if found is not None else None
+
+    def _own_connection(self) -> AbstractContextManager[Connection]:
+        if self._database is None:
+            raise RuntimeError("this token store reads only through a caller's connection")
+        return self._database.connect()
+
+    def _own_transaction(self) -> AbstractContextManager[Connection]:
+        if self._database is None:
+            raise RuntimeError("this token store writes only through a caller's connection")
+        return self._database.begin()
 
 
 def describe(row: dict[str, Any]) -> dict[str, Any]:

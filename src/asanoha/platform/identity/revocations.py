@@ -36,7 +36,7 @@ class RevocationList:
 
     def __init__(
         self,
-        database: Database,
+        database: Database | None,
         table: Table,
         *,
         cache_seconds: float = CACHE_SECONDS,
@@ -83,6 +83,8 @@ class RevocationList:
                 with conn.begin_nested():
                     conn.execute(insert(self._table).values(row))
             else:
+                if self._database is None:
+                    raise RuntimeError("these revocations are written through a connection")
                 with self._database.begin() as own:
                     own.execute(insert(self._table).values(row))
         except IntegrityError:
@@ -94,6 +96,8 @@ class RevocationList:
 
     def _reload(self, now: float) -> None:
         table = self._table
+        if self._database is None:
+            raise RuntimeError("these revocations are read through an application's database")
         try:
             with self._database.connect() as conn:
                 rows = conn.execute(
