@@ -22,6 +22,7 @@ from starlette.staticfiles import StaticFiles
 from asanoha.console import calls
 from asanoha.console.charts import lag_chart, throughput_chart
 from asanoha.console.forms import bounded, form_text, json_field
+from asanoha.console.outcomes import error_text, notice_text
 from asanoha.console.session import (
     CONSOLE_ROLE,
     CSRF_FIELD,
@@ -32,6 +33,7 @@ from asanoha.console.session import (
     has_valid_login_nonce,
     keep_login_nonce,
     login_nonce,
+    revoke_session_token,
     signed_in_user,
     start_session,
 )
@@ -219,8 +221,10 @@ class Console:
         return response
 
     async def logout(self, request: Request, session: Session) -> Response:
-        """End the session."""
-        response = RedirectResponse(f"{base_of(request)}/login", status_code=303)
+        """End the session and revoke its token: a copy of the cookie replayed later is
+        refused by the console and the API alike."""
+        await run_in_threadpool(revoke_session_token, self.parts.tokens, session)
+        response = RedirectResponse(f"{base_of(request)}/login?notice=signed-out", status_code=303)
         end_session(response, cookie_path(request))
         return response
 
@@ -307,7 +311,7 @@ class Console:
         operation = request.path_params["operation"]
         back = f"{base_of(request)}/jobs/{job_id}"
         if operation not in JOB_ACTIONS:
-            return _back(back, error=f"There is no job operation {operation!r}.")
+            return _back(back, error="unknown-operation")
         answer = await calls.write(
             self.parts.service,
             request,
@@ -317,8 +321,7 @@ class Console:
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        done = "put back to pending" if operation == "retry" else f"now {answer.data['state']}"
-        return _back(back, notice=f"Job {job_id}: {done}.")
+        return _back(back, notice="job-retried" if operation == "retry" else "job-cancelled")
 
     async def run_job(self, request: Request, session: Session) -> Response:
         """Run a job now (or after a delay) through ``job-admin:write:run``."""
@@ -336,7 +339,7 @@ class Console:
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        return _back(f"{back}/{answer.data['id']}", notice=f"Job {answer.data['job']} enqueued.")
+        return _back(f"{back}/{answer.data['id']}", notice="job-enqueued")
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -365,7 +368,7 @@ class Console:
         operation = request.path_params["operation"]
         back = f"{base_of(request)}/consumers"
         if operation not in CONSUMER_ACTIONS:
-            return _back(back, error=f"There is no consumer operation {operation!r}.")
+            return _back(back, error="unknown-operation")
         name = form_text(await request.form(), "name")
         answer = await calls.write(
             self.parts.service,
@@ -376,7 +379,7 @@ class Console:
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        return _back(back, notice=f"{name}: {operation} done, now {answer.data['status']}.")
+        return _back(back, notice=f"consumer-{operation}")
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -413,8 +416,8 @@ class Console:
         context.setdefault("problem", None)
         page = self.templates.get_template(template).render(
             base=base_of(request),
-            notice=request.query_params.get("notice"),
-            error=request.query_params.get("error"),
+            notice=notice_text(request.query_params.get("notice")),
+            error=error_text(request.query_params.get("error")),
             csrf_field=CSRF_FIELD,
             **context,
         )
@@ -474,9 +477,10 @@ def _problem(*answers: calls.Answer) -> str | None:
 
 
 def _message(answer: calls.Answer) -> str:
+    """The key a refusal is shown under: its reason (the page shows the reason's text)."""
     error = answer.error
     assert error is not None
-    return f"{error.http_status} {error.reason}: {error.message}"
+    return str(error.reason)
 
 
 def _back(path: str, *, notice: str | None = None, error: str | None = None) -> Response:

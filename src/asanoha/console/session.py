@@ -1,13 +1,14 @@
 """The console's session: the principal's token in an HttpOnly, SameSite=Strict cookie, and
 a CSRF token derived from it that every form sends back.
 
-The cookie holds the bearer token itself, so the session ends when the token expires and
-nothing is stored on the server. The CSRF token is an HMAC of the session's token under the
+The cookie holds the bearer token itself, so the session ends when the token expires, or
+at logout, which revokes the token (by its ``jti``) for the console and the API alike. The CSRF token is an HMAC of the session's token under the
 signing secret: a page of another site can neither read the cookie nor compute the field.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import secrets
@@ -26,6 +27,8 @@ from asanoha.platform.settings import Settings
 SESSION_COOKIE = "asanoha_console"
 #: The cookie and form field that tie a login form to the browser that loaded it.
 LOGIN_COOKIE = "asanoha_console_login"
+#: How long the cookie of a session without a readable ``exp`` lives.
+SESSION_COOKIE_SECONDS = 8 * 3600
 #: The form field that carries the CSRF token.
 CSRF_FIELD = "csrf"
 #: The role a principal needs to sign in.
@@ -85,13 +88,29 @@ def start_session(
     response.set_cookie(
         SESSION_COOKIE,
         token,
-        max_age=_seconds_left(settings, token),
+        max_age=_seconds_left(token),
         path=path,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
     )
     response.delete_cookie(LOGIN_COOKIE, path=path)
+
+
+def revoke_session_token(tokens: TokenVerifier, session: Session) -> None:
+    """Revoke the token the session holds (by its ``jti``), so that a copy of the cookie
+    is refused after logout by the console and the API. A token without a ``jti`` cannot
+    be revoked: it stays valid until it expires."""
+    user = session.user
+    if user.token_id is None or tokens.revocations is None:
+        return
+    expires = user.token_expires if user.token_expires is not None else int(time.time())
+    tokens.revocations.revoke(
+        user.tenant_id,
+        user.token_id,
+        expires_at=dt.datetime.fromtimestamp(expires, dt.UTC),
+        revoked_by=user.id,
+    )
 
 
 def end_session(response: Response, path: str) -> None:
@@ -123,9 +142,13 @@ def has_valid_login_nonce(request: Request, sent: object) -> bool:
     return bool(kept) and isinstance(sent, str) and hmac.compare_digest(sent, kept or "")
 
 
-def _seconds_left(settings: Settings, token: str) -> int:
-    """How long the token is still valid: the cookie lives no longer."""
+def _seconds_left(token: str) -> int:
+    """How long the token is still valid: the cookie lives no longer. A personal access
+    token (no JWT) is checked on every page; its cookie lives for the session."""
     import jwt
 
-    claims = jwt.decode(token, options={"verify_signature": False})
-    return max(0, int(claims["exp"]) - int(time.time()))
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+        return max(0, int(claims["exp"]) - int(time.time()))
+    except (jwt.InvalidTokenError, KeyError, TypeError, ValueError):
+        return SESSION_COOKIE_SECONDS
