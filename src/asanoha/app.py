@@ -10,9 +10,6 @@ from typing import TYPE_CHECKING, NoReturn
 from asanoha.handlers.agent_approvals import agent_feature
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
-from asanoha.platform.identity import TokenVerifier
-from asanoha.platform.identity.access_tokens import AccessTokenStore
-from asanoha.platform.identity.revocations import RevocationList
 from asanoha.platform.model import Feature, RateLimit, Registry
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.personal.boot import key_wrapper_of
@@ -34,6 +31,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from fastapi import FastAPI
 
+    from asanoha.platform.identity import TokenVerifier
     from asanoha.workers.celery_app import CeleryJobs
     from asanoha.workers.consumer_wake import ConsumerWaker
 
@@ -124,16 +122,6 @@ class App:
             broker_hold=self._broker_hold,
             key_wrapper=key_wrapper_of(self.settings),
             replica=self.replica,
-        )
-        revocations = RevocationList(self.database, self.service.tables.token_revocations)
-        #: Checks bearer tokens (own, the identity provider's, personal access tokens) and
-        #: signs the platform's own.
-        self.tokens = TokenVerifier(
-            self.settings,
-            revocations=revocations,
-            access_tokens=AccessTokenStore(
-                self.database, self.service.tables.access_tokens, revocations
-            ),
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)
@@ -236,6 +224,23 @@ class App:
         if not upgrade.status.is_current:
             raise SchemaBehindError(upgrade.status)
         return upgrade
+
+    @functools.cached_property
+    def tokens(self) -> TokenVerifier:
+        """Checks bearer tokens (own, the identity provider's, personal access tokens,
+        revocations) and signs the platform's own. Built on first use: a worker never
+        checks a token."""
+        from asanoha.platform.identity import TokenVerifier
+        from asanoha.platform.identity.access_tokens import AccessTokenStore
+        from asanoha.platform.identity.revocations import RevocationList
+
+        tables = self.service.tables
+        revocations = RevocationList(self.database, tables.token_revocations)
+        return TokenVerifier(
+            self.settings,
+            revocations=revocations,
+            access_tokens=AccessTokenStore(self.database, tables.access_tokens, revocations),
+        )
 
     @functools.cached_property
     def http(self) -> FastAPI:

@@ -22,7 +22,11 @@ class HttpParts(Protocol):
     database: Database
     service: Service
     consumers: Consumers
-    tokens: TokenVerifier
+
+    @property
+    def tokens(self) -> TokenVerifier:
+        """The verifier of bearer tokens (own, the provider's, personal access tokens)."""
+        ...
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
         """What ``/health/ready`` asks: named checks that return ``"ok"`` or a short cause,
