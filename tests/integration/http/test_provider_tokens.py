@@ -129,3 +129,20 @@ def test_random_kids_fetch_the_key_set_at_most_once_per_30_seconds(
     assert statuses == {(401, "token_invalid")}
     # The first fetch, then at most one per 30-second window.
     assert server.fetches <= 1 + windows
+
+
+def test_with_an_oidc_issuer_keys_are_discovered_and_openapi_declares_it(
+    asanoha_stack: StackFactory, server: JwksServer
+) -> None:
+    stack = asanoha_stack(features=[gate, catalog], settings={"oidc_issuer": server.issuer})
+    schemes = stack.http.client.get("/openapi.json").json()["components"]["securitySchemes"]
+    assert schemes["openIdConnect"] == {
+        "type": "openIdConnect",
+        "openIdConnectUrl": f"{server.issuer}/.well-known/openid-configuration",
+    }
+    assert schemes["bearerAuth"] == {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+    token = key_pair("RS256").sign(provider_claims(iss=server.issuer, aud=None))
+    assert status_of(stack, token)[0] == 200
+    # The issuer is the expected iss: another one is refused.
+    other = key_pair("RS256").sign(provider_claims(aud=None))
+    assert status_of(stack, other)[:3] == (401, "token_invalid", "issuer")
