@@ -187,3 +187,14 @@ def test_only_an_admin_revokes_another_token_of_its_tenant(stack: Stack) -> None
     assert listing(stack.http.client, victim) == (200, None)
     assert stack.http.post("/api/auth/revoke", {"jti": jti}, TestUsers.admin).status_code == 200
     assert listing(stack.http.client, victim) == (401, "token_revoked")
+
+
+def test_a_malformed_revocation_is_400_and_revokes_nothing(stack: Stack) -> None:
+    headers = stack.http.headers_for(TestUsers.admin)
+    for body in ({"jti": ""}, {"jti": 7}, {"jti": "a", "other": 1}):
+        with stack.nothing_written():
+            answer = stack.http.client.post("/api/auth/revoke", json=body, headers=headers)
+        assert (answer.status_code, answer.json()["error"]["reason"]) == (400, "validation_failed")
+    assert listing(stack.http.client, headers) == (200, None)
+    operation = stack.http.client.get("/openapi.json").json()["paths"]["/api/auth/revoke"]["post"]
+    assert operation["security"] == [{"bearerAuth": []}]

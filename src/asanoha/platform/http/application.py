@@ -88,7 +88,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     add_agent_tools_route(api, app)
     add_approvals_route(api, app, catalogue)
     add_batch_route(api, app, catalogue, batch_model)
-    add_revoke_route(api, app)
+    add_revoke_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
     for mount in mounts:
         api.router.routes.append(Route(mount.path, endpoint=mount.app))

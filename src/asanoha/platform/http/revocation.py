@@ -15,8 +15,9 @@ from fastapi import FastAPI
 from starlette.requests import Request
 
 from asanoha.platform.errors import AccessDeniedError, Reasons, ValidationError
-from asanoha.platform.http.openapi import BEARER_SCHEME
+from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
 from asanoha.platform.http.routes import json_endpoint
+from asanoha.platform.http.wire import ErrorEnvelope, SuccessEnvelope
 from asanoha.platform.model import SessionUser
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ TENANT_ADMIN_ROLE = "Admin"
 MAX_JTI_LENGTH = 200
 
 
-def add_revoke_route(api: FastAPI, app: HttpParts) -> None:
+def add_revoke_route(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) -> None:
     """Register ``POST /api/auth/revoke``."""
     tokens = app.tokens
 
@@ -64,6 +65,7 @@ def add_revoke_route(api: FastAPI, app: HttpParts) -> None:
         json_endpoint(app, call),
         methods=["POST"],
         name="auth-revoke",
+        operation_id="auth-revoke",
         summary="Revoke a token by its jti (without a body: the caller's own token)",
         tags=["auth"],
         response_model=None,
@@ -79,6 +81,16 @@ def add_revoke_route(api: FastAPI, app: HttpParts) -> None:
                             "additionalProperties": False,
                         }
                     }
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "The token is revoked",
+                    "content": json_body(catalogue.ref(SuccessEnvelope)),
+                },
+                "default": {
+                    "description": "An error",
+                    "content": json_body(catalogue.ref(ErrorEnvelope)),
                 },
             },
         },
