@@ -171,6 +171,18 @@ class Settings(BaseSettings):
         return tuple(pairs)
 
     @property
+    def has_identity_provider(self) -> bool:
+        """Whether tokens of an identity provider are accepted (its key set is configured)."""
+        return bool(self.jwt_jwks_url or self.oidc_issuer)
+
+    @property
+    def own_secret_disabled(self) -> bool:
+        """Whether the placeholder secret is left unused: outside development, with an
+        identity provider, the platform then accepts and signs no HS token of its own
+        (unless ``jwt_keys`` names some)."""
+        return self.uses_placeholder_secret and self.has_identity_provider and not self.development
+
+    @property
     def jwt_expected_issuer(self) -> str | None:
         """The ``iss`` tokens must carry: ``jwt_issuer``, else ``oidc_issuer``."""
         return self.jwt_issuer or self.oidc_issuer
@@ -228,7 +240,8 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
     """
     problems: list[str] = []
     if settings.uses_placeholder_secret:
-        if checks_tokens and not settings.development:
+        # With an identity provider the placeholder is simply not used (own_secret_disabled).
+        if checks_tokens and not settings.development and not settings.has_identity_provider:
             problems.append(
                 "ASANOHA_JWT_SECRET is not set: bearer tokens would be signed with the public "
                 "placeholder secret, so anyone could mint an Admin token. Set "

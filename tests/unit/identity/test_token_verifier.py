@@ -131,3 +131,28 @@ def test_keys_are_discovered_from_the_issuer(server: JwksServer) -> None:
     assert verifier.verify(token).tenant_id == "tenant-a"
     # iss defaults to the issuer: the matrix's own issuer is another one.
     assert outcome(verifier, provider_matrix("ES256")[0]) == ("token_invalid", "issuer")
+
+
+def test_an_identity_provider_alone_needs_no_own_secret(server: JwksServer) -> None:
+    import jwt
+
+    from asanoha.platform.identity.verifier import TokenRefusedError
+    from asanoha.platform.model import SessionUser
+    from asanoha.platform.settings import PLACEHOLDER_JWT_SECRET, signing_problems
+
+    settings = Settings(jwt_jwks_url=server.url, jwt_issuer=ISSUER, jwt_audience=AUDIENCE)
+    assert settings.uses_placeholder_secret and signing_problems(settings) == []
+    verifier = TokenVerifier(settings)
+    assert mismatches(verifier, provider_matrix("RS256")[:1]) == []
+    # The public placeholder signs nothing and checks nothing.
+    forged = jwt.encode(
+        {"sub": "u-1", "tenant": "tenant-a", "roles": ["Admin"], "exp": 2**31, "iat": 2**31 - 60,
+         "iss": ISSUER, "aud": AUDIENCE},
+        PLACEHOLDER_JWT_SECRET,
+        algorithm="HS256",
+    )  # fmt: skip
+    with pytest.raises(AuthenticationError) as refused:
+        verifier.verify(forged)
+    assert refused.value.details["cause"] == "unknown_kid"
+    with pytest.raises(TokenRefusedError, match="ASANOHA_JWT_SECRET"):
+        verifier.issue(SessionUser.of("u-1", "tenant-a"))

@@ -49,7 +49,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     short secret or an unsupported algorithm (``require_signing_settings``).
     """
     require_signing_settings(app.settings)
-    if app.settings.uses_placeholder_secret:
+    if app.settings.uses_placeholder_secret and not app.settings.own_secret_disabled:
         log.warning(
             "ASANOHA_JWT_SECRET is not set: in development, bearer tokens are signed with a "
             "public placeholder"

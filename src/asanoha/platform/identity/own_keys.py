@@ -17,14 +17,19 @@ class OwnKeys:
     #: The secrets of ``ASANOHA_JWT_SECRET``, the one that signs first.
     unnamed: tuple[str, ...]
     #: ``(kid, secret)`` of the key new tokens are signed with; ``kid`` ``None``: the first
-    #: of ``unnamed``, with no ``kid`` in the header (as tokens were always signed).
-    signing: tuple[str | None, str]
+    #: of ``unnamed``, with no ``kid`` in the header (as tokens were always signed). ``None``:
+    #: this application signs no token (it takes its identity provider's only).
+    signing: tuple[str | None, str] | None
 
     @classmethod
     def of(cls, settings: Settings) -> OwnKeys:
         ring = settings.jwt_key_ring
-        signing: tuple[str | None, str] = ring[0] if ring else (None, settings.jwt_signing_secret)
-        return cls(settings.jwt_algorithm, dict(ring), settings.jwt_secrets, signing)
+        # The public placeholder never checks a token beside an identity provider.
+        unnamed = () if settings.own_secret_disabled else settings.jwt_secrets
+        signing: tuple[str | None, str] | None = (
+            ring[0] if ring else ((None, unnamed[0]) if unnamed else None)
+        )
+        return cls(settings.jwt_algorithm, dict(ring), unnamed, signing)
 
     def secrets_for(self, kid: str | None) -> tuple[str, ...]:
         """The secrets that may have signed a token naming ``kid``: empty for a ``kid`` the

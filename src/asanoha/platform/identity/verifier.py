@@ -110,6 +110,11 @@ class TokenVerifier:
             claims["aud"] = settings.jwt_audience
         if user.agent is not None:
             claims["agent"] = user.agent
+        if self.own.signing is None:
+            raise TokenRefusedError(
+                "this application signs no tokens of its own: set ASANOHA_JWT_SECRET or "
+                "ASANOHA_JWT_KEYS (its tokens come from the identity provider)"
+            )
         kid, secret = self.own.signing
         headers = {"kid": kid} if kid is not None else None
         return jwt.encode(claims, secret, algorithm=self.own.algorithm, headers=headers)
@@ -165,6 +170,12 @@ class TokenVerifier:
                 f"{self.own.algorithm} (ASANOHA_JWT_ALGORITHM)",
             )
         secrets = self.own.secrets_for(kid)
+        if not secrets and kid is None:
+            raise refused(
+                "unknown_kid",
+                "this application takes no HS token without a kid: its own secret is unset "
+                "(ASANOHA_JWT_SECRET) beside the identity provider",
+            )
         if not secrets:
             raise refused("unknown_kid", f"no own key has kid {kid!r} (ASANOHA_JWT_KEYS)")
         *earlier, last = secrets
