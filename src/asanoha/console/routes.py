@@ -6,6 +6,7 @@ and answer with a redirect to the page (post/redirect/get), the outcome in its q
 
 from __future__ import annotations
 
+import html
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from asanoha.console import calls
 from asanoha.console.charts import lag_chart, throughput_chart
 from asanoha.console.forms import bounded, form_text, json_field
 from asanoha.console.outcomes import error_text, notice_text
+from asanoha.console.provider_login import FLOW_COOKIE, FLOW_SECONDS, ProviderLogin
 from asanoha.console.session import (
     CONSOLE_ROLE,
     CSRF_FIELD,
@@ -91,6 +93,8 @@ class Console:
             Route(path, self.home, methods=["GET"]),
             Route(f"{path}/login", self.login_form, methods=["GET"]),
             Route(f"{path}/login", self.login, methods=["POST"]),
+            Route(f"{path}/login/provider", self.provider_login, methods=["GET"]),
+            Route(f"{path}/login/provider/back", self.provider_back, methods=["GET"]),
             Route(f"{path}/logout", self.action(self.logout), methods=["POST"]),
             Route(f"{path}/jobs", self.page(self.jobs), methods=["GET"]),
             Route(f"{path}/jobs/run", self.action(self.run_job), methods=["POST"]),
@@ -189,6 +193,7 @@ class Console:
             problem=problem,
             role=CONSOLE_ROLE,
             nonce=nonce,
+            provider=ProviderLogin.of(self.parts.settings) is not None,
         )
         keep_login_nonce(response, request, nonce, cookie_path(request))
         return response
@@ -218,6 +223,55 @@ class Console:
             return self.login_page(request, f"The token was refused: {error.message}")
         response = RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
         start_session(response, request, token, cookie_path(request), self.parts.settings)
+        return response
+
+    async def provider_login(self, request: Request) -> Response:
+        """Send the browser to the identity provider (authorization code flow, PKCE)."""
+        provider = ProviderLogin.of(self.parts.settings)
+        if provider is None:
+            return self.to_login(request)
+        try:
+            url, flow = await run_in_threadpool(provider.start, _provider_back_url(request))
+        except (OSError, ValueError):
+            return self.login_page(request, "The identity provider cannot be reached.")
+        response = RedirectResponse(url, status_code=303)
+        # Lax, not Strict: the provider's redirect back is a navigation from its site.
+        response.set_cookie(
+            FLOW_COOKIE, flow, max_age=FLOW_SECONDS, path=cookie_path(request), httponly=True,
+            samesite="lax", secure=request.url.scheme == "https",
+        )  # fmt: skip
+        return response
+
+    async def provider_back(self, request: Request) -> Response:
+        """The provider's redirect back: exchange the code and start the session."""
+        provider = ProviderLogin.of(self.parts.settings)
+        if provider is None:
+            return self.to_login(request)
+        params = request.query_params
+        try:
+            token = await run_in_threadpool(
+                provider.finish,
+                request.cookies.get(FLOW_COOKIE),
+                params.get("state"),
+                params.get("code"),
+                _provider_back_url(request),
+            )
+            await run_in_threadpool(signed_in_user, self.parts.tokens, token)
+        except AsanohaError as error:
+            if error.reason == Reasons.ROLE_REQUIRED:
+                return self.login_page(request, f"This account lacks the {CONSOLE_ROLE} role.")
+            return self.login_page(request, "The identity provider's token was refused.")
+        except (OSError, ValueError):
+            return self.login_page(request, "The sign-in at the identity provider failed.")
+        # A page of this site moves on: the Strict session cookie is not sent on a redirect
+        # chain that a navigation from the provider's site started.
+        target = html.escape(f"{base_of(request)}/jobs")
+        response = HTMLResponse(
+            f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+            f'<a href="{target}">Continue</a>'
+        )
+        start_session(response, request, token, cookie_path(request), self.parts.settings)
+        response.delete_cookie(FLOW_COOKIE, path=cookie_path(request))
         return response
 
     async def logout(self, request: Request, session: Session) -> Response:
@@ -428,6 +482,11 @@ def base_of(request: Request) -> str:
     """The console's URL path as the browser sees it (behind a proxy's path prefix too)."""
     prefix = str(request.scope.get("root_path", ""))
     return prefix.rstrip("/") + CONSOLE_PATH
+
+
+def _provider_back_url(request: Request) -> str:
+    """Where the provider sends the browser back to (registered at the provider)."""
+    return str(request.url.replace(path=f"{base_of(request)}/login/provider/back", query=""))
 
 
 def cookie_path(request: Request) -> str:

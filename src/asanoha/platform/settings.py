@@ -94,6 +94,11 @@ class Settings(BaseSettings):
     #: The identity provider (OpenID Connect issuer URL): its key set is found through
     #: ``<issuer>/.well-known/openid-configuration``; ``jwt_issuer`` defaults to it.
     oidc_issuer: str | None = None
+    #: The console's client at the identity provider: with ``oidc_issuer``, the console
+    #: signs in through the provider (authorization code flow with PKCE).
+    oidc_client_id: str | None = None
+    #: Its secret, for a provider that treats the console as a confidential client.
+    oidc_client_secret: str | None = None
     #: The ``iss`` every token must carry (unset: ``oidc_issuer``, else not checked).
     jwt_issuer: str | None = None
     #: The ``aud`` every token must carry (unset: not checked).

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import hmac
 import json
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -119,13 +121,35 @@ class JwksServer:
         self.keys = list(keys)
         self.mode = "serve"
         self.fetches = 0
+        #: The claims of the access tokens ``/token`` answers (signed with the first key).
+        self.access_claims: dict[str, Any] = {}
+        #: Codes handed out by ``/authorize``: code -> (challenge, redirect URI).
+        self.codes: dict[str, tuple[str, str]] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/.well-known/openid-configuration":
-                    body = json.dumps({"issuer": server.issuer, "jwks_uri": server.url}).encode()
-                    return self._answer(200, body)
+                    document = {
+                        "issuer": server.issuer,
+                        "jwks_uri": server.url,
+                        "authorization_endpoint": f"{server.issuer}/authorize",
+                        "token_endpoint": f"{server.issuer}/token",
+                    }
+                    return self._answer(200, json.dumps(document).encode())
+                if self.path.startswith("/authorize?"):
+                    # Signs the user in at once: a provider whose user always consents.
+                    query = parse_qs(urlsplit(self.path).query)
+                    assert query["code_challenge_method"] == ["S256"]
+                    code = secrets.token_urlsafe(16)
+                    back = query["redirect_uri"][0]
+                    server.codes[code] = (query["code_challenge"][0], back)
+                    target = f"{back}?{urlencode({'code': code, 'state': query['state'][0]})}"
+                    self.send_response(302)
+                    self.send_header("Location", target)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
                 if self.path != "/jwks":
                     return self._answer(404, b"{}")
                 server.fetches += 1
@@ -135,6 +159,24 @@ class JwksServer:
                     return self._answer(500, b"{}")
                 document = {"keys": [key.jwk for key in server.keys]}
                 return self._answer(200, json.dumps(document).encode())
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                form = parse_qs(self.rfile.read(length).decode())
+                code = form.get("code", [""])[0]
+                challenge, back = server.codes.pop(code, ("", ""))
+                verifier = form.get("code_verifier", [""])[0].encode()
+                digest = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest())
+                if (
+                    self.path != "/token"
+                    or not challenge
+                    or digest.rstrip(b"=").decode() != challenge
+                    or form.get("redirect_uri") != [back]
+                ):
+                    return self._answer(400, b'{"error": "invalid_grant"}')
+                token = server.keys[0].sign(server.access_claims)
+                body = {"access_token": token, "token_type": "Bearer", "expires_in": 300}
+                return self._answer(200, json.dumps(body).encode())
 
             def _answer(self, status: int, body: bytes) -> None:
                 self.send_response(status)
