@@ -15,6 +15,7 @@ NOTICES = {
     "consumer-skip": "The consumer skipped the event it was stopped at.",
     "consumer-disable": "The consumer was disabled.",
     "consumer-enable": "The consumer was enabled.",
+    "token-revoked": "The token was revoked; it answers 401 token_revoked from now on.",
     "signed-out": "You are signed out; the session's token is revoked.",
 }
 

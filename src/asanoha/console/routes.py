@@ -111,6 +111,8 @@ class Console:
                 methods=["POST"],
             ),
             Route(f"{path}/writes", self.page(self.writes), methods=["GET"]),
+            Route(f"{path}/tokens", self.page(self.tokens), methods=["GET"]),
+            Route(f"{path}/tokens/revoke", self.action(self.revoke_token), methods=["POST"]),
             Mount(f"{path}/static", StaticFiles(directory=HERE / "static")),
         ]
 
@@ -450,6 +452,36 @@ class Console:
             outcomes=OUTCOMES,
         )
 
+    # -- personal access tokens -----------------------------------------------------------
+
+    async def tokens(self, request: Request, session: Session) -> Response:
+        """The personal access tokens of the principal (an Admin: of its tenant)."""
+        answer = await calls.query(
+            self.parts.service, request, session.user, "tokens:query:list", {}
+        )
+        missing = _missing_feature(answer)
+        return self.render(
+            request,
+            "tokens.html",
+            session=session,
+            title="Tokens",
+            active="tokens",
+            missing=missing,
+            problem=_problem(answer) if missing is None else None,
+            tokens=answer.data if answer.ok else [],
+        )
+
+    async def revoke_token(self, request: Request, session: Session) -> Response:
+        """Revoke a personal access token through ``tokens:write:revoke``."""
+        back = f"{base_of(request)}/tokens"
+        token_id = form_text(await request.form(), "id")
+        answer = await calls.write(
+            self.parts.service, request, session.user, "tokens:write:revoke", {"id": token_id}
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="token-revoked")
+
     def is_operator(self, session: Session) -> bool:
         """Whether the principal is in the operator tenant (``ASANOHA_OPERATOR_TENANT``)."""
         return session.user.tenant_id == self.parts.settings.operator_tenant
@@ -522,7 +554,13 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
         error = answer.error
         if error is not None and error.reason == Reasons.HANDLER_NOT_FOUND:
             handler = str(error.details.get("handler", ""))
-            name = "consumer_admin" if handler.startswith("consumer-admin:") else "job_admin"
+            name = (
+                "consumer_admin"
+                if handler.startswith("consumer-admin:")
+                else "token_admin"
+                if handler.startswith("tokens:")
+                else "job_admin"
+            )
             return f"asanoha.handlers.{name}.feature"
     return None
 
@@ -530,8 +568,10 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
 def _problem(*answers: calls.Answer) -> str | None:
     """The first error a handler answered, as the page shows it."""
     for answer in answers:
-        if answer.error is not None:
-            return _message(answer)
+        error = answer.error
+        if error is not None:
+            # Rendered from the answer itself, never from the query string.
+            return f"{error.http_status} {error.reason}: {error.message}"
     return None
 
 
