@@ -21,7 +21,8 @@ from sqlalchemy.exc import IntegrityError
 
 from asanoha.platform.store import Database
 
-#: Seconds a process trusts its copy of the revocations (the issue's bound is 5 s).
+#: Seconds a process trusts its copy of the revocations: every process refuses a revoked
+#: token within this time (well inside the 5 s the API promises).
 CACHE_SECONDS = 2.0
 
 log = logging.getLogger("asanoha.identity")
