@@ -44,7 +44,11 @@ def create(
     name: Annotated[str, typer.Option(help="What the token is for.")] = "token",
     roles: Annotated[
         list[str] | None,
-        typer.Option(help="Roles of the token; repeat the option or separate with commas."),
+        typer.Option(
+            help="Roles of the token; repeat the option or separate with commas. Without "
+            "roles the scopes are the token's grant: it reaches the handlers they match "
+            "(never one only the system user may call)."
+        ),
     ] = None,
     agent: Annotated[
         str | None,
@@ -69,7 +73,7 @@ def create(
             scopes=scopes,
             lifetime=parse_lifetime(expires),
             created_by=CLI_ACTOR,
-            roles=split_roles(roles or []),
+            roles=split_roles(roles) if roles else None,
             agent=agent,
         )
     except AccessTokenError as exc:

@@ -198,3 +198,20 @@ def test_a_malformed_revocation_is_400_and_revokes_nothing(stack: Stack) -> None
     assert listing(stack.http.client, headers) == (200, None)
     operation = stack.http.client.get("/openapi.json").json()["paths"]["/api/auth/revoke"]["post"]
     assert operation["security"] == [{"bearerAuth": []}]
+
+
+def test_a_token_made_without_roles_is_granted_its_scopes_only(stack: Stack) -> None:
+    token = store_of(stack).create(
+        tenant_id="tenant-a", user_id="u-1", name="ci", scopes="catalog:write:item:*",
+        lifetime=dt.timedelta(days=1), created_by="test", roles=None,
+    ).token  # fmt: skip
+    created = stack.http.write_ok(CREATE, {"name": "x"}, headers=bearer(token))
+    assert created["created_by"] == "u-1"
+    with stack.nothing_written():
+        error = stack.http.write_err(
+            "instructiongate:write:create-prompt-mid", {"label": "x"}, headers=bearer(token)
+        )
+    assert_error(error, 403, "access_denied", "role_required")
+    assert listing(stack.http.client, bearer(token)) == (403, "role_required")
+    [row] = store_of(stack).list("tenant-a")
+    assert row["roles"] is None

@@ -89,13 +89,14 @@ class AccessTokenStore:
         scopes: str | Iterable[str],
         lifetime: dt.timedelta,
         created_by: str,
-        roles: Iterable[str] = (),
+        roles: Iterable[str] | None = (),
         agent: str | None = None,
         conn: Connection | None = None,
     ) -> NewAccessToken:
         """A new token; raises ``AccessTokenError`` for the ``system`` role, bad scopes, a
         malformed id or a lifetime past ``MAX_ACCESS_TOKEN_DAYS``."""
-        role_list = sorted(set(roles))
+        # ``None``: an operator's token whose scopes are its grant (stored as JSON null).
+        role_list = sorted(set(roles)) if roles is not None else []
         if SYSTEM_ROLE in role_list:
             raise AccessTokenError(SYSTEM_ROLE_REFUSED)
         for value, what in (
@@ -121,7 +122,7 @@ class AccessTokenStore:
             "tenant_id": tenant_id,
             "user_id": user_id,
             "name": name.strip(),
-            "roles": role_list,
+            "roles": role_list if roles is not None else None,
             "scopes": patterns,
             "agent": agent,
             "created_by": created_by,
@@ -148,8 +149,9 @@ class AccessTokenStore:
             row["tenant_id"], row["id"]
         ):
             raise AuthenticationError(Reasons.TOKEN_REVOKED, jti=row["id"])
-        user = SessionUser.of(row["user_id"], row["tenant_id"], row["roles"]).with_scopes(
-            frozenset(row["scopes"])
+        grant = row["roles"] is None
+        user = SessionUser.of(row["user_id"], row["tenant_id"], row["roles"] or []).with_scopes(
+            frozenset(row["scopes"]), grant=grant
         )
         if row["agent"]:
             user = user.as_agent(row["agent"])
@@ -241,7 +243,7 @@ def describe(row: dict[str, Any]) -> dict[str, Any]:
         "name": row["name"],
         "tenant": row["tenant_id"],
         "user": row["user_id"],
-        "roles": list(row["roles"]),
+        "roles": list(row["roles"]) if row["roles"] is not None else None,
         "scopes": list(row["scopes"]),
         "agent": row["agent"],
         "createdBy": row["created_by"],

@@ -26,6 +26,9 @@ class SessionUser:
     #: The QN patterns a scoped token (a personal access token) may call; ``None``: any
     #: handler its roles admit.
     scopes: frozenset[str] | None = None
+    #: The scopes alone admit (a token an operator made without roles): a handler whose
+    #: scopes match admits the caller as its roles would, unless only ``system`` may call it.
+    scopes_grant: bool = False
     #: The ``jti`` and ``exp`` of the token the caller presented (to revoke it); not part of
     #: who the caller is.
     token_id: str | None = field(default=None, compare=False)
@@ -44,9 +47,10 @@ class SessionUser:
         """The same principal, noting the ``jti`` and ``exp`` of the token it presented."""
         return dataclasses.replace(self, token_id=jti, token_expires=expires)
 
-    def with_scopes(self, scopes: frozenset[str]) -> SessionUser:
-        """The same principal, limited to handlers matching ``scopes`` (QN patterns)."""
-        return dataclasses.replace(self, scopes=scopes)
+    def with_scopes(self, scopes: frozenset[str], *, grant: bool = False) -> SessionUser:
+        """The same principal, limited to handlers matching ``scopes`` (QN patterns);
+        ``grant``: admitted to them without roles."""
+        return dataclasses.replace(self, scopes=scopes, scopes_grant=grant)
 
     @classmethod
     def of(cls, id: str, tenant_id: str, roles: Iterable[str] = ()) -> SessionUser:
