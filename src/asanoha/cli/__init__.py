@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "flower": "asanoha.cli.flower:flower",
     "celery": "asanoha.cli.celery_cli:celery",
     "token": "asanoha.cli.tokens:token",
+    "tokens": "asanoha.cli.access_tokens:tokens",
     "explain": "asanoha.cli.explain:explain",
     "tools": "asanoha.cli.tools:tools",
     "migrate": "asanoha.cli.migrate:migrate",

@@ -93,6 +93,32 @@ class Settings(BaseSettings):
     #: The longest lifetime a token may claim (``exp`` minus ``iat``, or minus now without
     #: ``iat``): a leaked token is good for a day at most.
     jwt_max_ttl_seconds: int = 86400
+    #: Own secrets by key id, ``kid=secret`` pairs separated by commas: the first signs
+    #: (its ``kid`` in the token's header), each checks the tokens that name its ``kid``.
+    #: ``ASANOHA_JWT_SECRET`` still checks the tokens without a ``kid``.
+    jwt_keys: str | None = None
+    #: The identity provider's key set (JSON Web Key Set) its tokens are checked with.
+    jwt_jwks_url: str | None = None
+    #: The identity provider (OpenID Connect issuer URL): its key set is found through
+    #: ``<issuer>/.well-known/openid-configuration``; ``jwt_issuer`` defaults to it.
+    oidc_issuer: str | None = None
+    #: The console's client at the identity provider: with ``oidc_issuer``, the console
+    #: signs in through the provider (authorization code flow with PKCE).
+    oidc_client_id: str | None = None
+    #: Its secret, for a provider that treats the console as a confidential client.
+    oidc_client_secret: str | None = None
+    #: The ``iss`` every token must carry (unset: ``oidc_issuer``, else not checked).
+    jwt_issuer: str | None = None
+    #: The ``aud`` every token must carry (unset: not checked).
+    jwt_audience: str | None = None
+    #: The claims a provider's token names its tenant, roles and user with; a dotted path
+    #: (``realm_access.roles``) reaches into an object.
+    jwt_tenant_claim: str = Field(default="tenant_id", min_length=1)
+    jwt_roles_claim: str = Field(default="roles", min_length=1)
+    jwt_subject_claim: str = Field(default="sub", min_length=1)
+    #: Seconds the provider's key set is kept before it is fetched again (a token naming an
+    #: unknown ``kid`` fetches it at most once per 30 seconds besides).
+    jwt_jwks_refresh: float = Field(default=300.0, gt=0)
     #: Signs approval tokens; unset: a key derived from ``jwt_secret``.
     approval_secret: str | None = None
     #: Request bodies larger than this many bytes are refused with 413.
@@ -153,6 +179,33 @@ class Settings(BaseSettings):
         return found or (self.jwt_secret,)
 
     @property
+    def jwt_key_ring(self) -> tuple[tuple[str, str], ...]:
+        """The ``(kid, secret)`` pairs of ``jwt_keys``, the one that signs first."""
+        pairs: list[tuple[str, str]] = []
+        for part in (self.jwt_keys or "").split(","):
+            if part.strip():
+                kid, _, secret = part.strip().partition("=")
+                pairs.append((kid.strip(), secret.strip()))
+        return tuple(pairs)
+
+    @property
+    def has_identity_provider(self) -> bool:
+        """Whether tokens of an identity provider are accepted (its key set is configured)."""
+        return bool(self.jwt_jwks_url or self.oidc_issuer)
+
+    @property
+    def own_secret_disabled(self) -> bool:
+        """Whether the placeholder secret is left unused: outside development, with an
+        identity provider, the platform then accepts and signs no HS token of its own
+        (unless ``jwt_keys`` names some)."""
+        return self.uses_placeholder_secret and self.has_identity_provider and not self.development
+
+    @property
+    def jwt_expected_issuer(self) -> str | None:
+        """The ``iss`` tokens must carry: ``jwt_issuer``, else ``oidc_issuer``."""
+        return self.jwt_issuer or self.oidc_issuer
+
+    @property
     def jwt_signing_secret(self) -> str:
         """The secret new tokens are signed with (the first of ``jwt_secrets``)."""
         return self.jwt_secrets[0]
@@ -205,7 +258,8 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
     """
     problems: list[str] = []
     if settings.uses_placeholder_secret:
-        if checks_tokens and not settings.development:
+        # With an identity provider the placeholder is simply not used (own_secret_disabled).
+        if checks_tokens and not settings.development and not settings.has_identity_provider:
             problems.append(
                 "ASANOHA_JWT_SECRET is not set: bearer tokens would be signed with the public "
                 "placeholder secret, so anyone could mint an Admin token. Set "
@@ -223,6 +277,7 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
             f"it needs at least {MIN_SECRET_BYTES} bytes. Set it to a long random value "
             f"({SECRET_RECIPE}), or unset it to derive approval keys from ASANOHA_JWT_SECRET."
         )
+    problems += _key_ring_problems(settings)
     if settings.jwt_algorithm not in SIGNING_ALGORITHMS:
         problems.append(
             f"ASANOHA_JWT_ALGORITHM is {settings.jwt_algorithm!r}: tokens are signed with a "
@@ -266,6 +321,28 @@ def _secret_problems(settings: Settings) -> list[str]:
                 f"{MIN_SECRET_BYTES} bytes, or it can be guessed. Set it to a long random "
                 f"value ({SECRET_RECIPE})."
             )
+    return problems
+
+
+def _key_ring_problems(settings: Settings) -> list[str]:
+    """What is wrong with ``ASANOHA_JWT_KEYS``: a pair without its ``=``, a repeated
+    ``kid``, a short secret."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for kid, secret in settings.jwt_key_ring:
+        if not kid or not secret:
+            problems.append(
+                "ASANOHA_JWT_KEYS holds an entry without a kid or a secret: write "
+                "'kid=secret' pairs separated by commas."
+            )
+        elif kid in seen:
+            problems.append(f"ASANOHA_JWT_KEYS names the kid {kid!r} twice.")
+        elif len(secret.encode()) < MIN_SECRET_BYTES:
+            problems.append(
+                f"the secret of kid {kid!r} in ASANOHA_JWT_KEYS is {len(secret.encode())} "
+                f"bytes long: it needs at least {MIN_SECRET_BYTES} bytes ({SECRET_RECIPE})."
+            )
+        seen.add(kid)
     return problems
 
 

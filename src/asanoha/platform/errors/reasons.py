@@ -17,6 +17,8 @@ class Reasons(StrEnum):
     TOKEN_MISSING = "token_missing"
     TOKEN_EXPIRED = "token_expired"
     TOKEN_INVALID = "token_invalid"
+    TOKEN_REVOKED = "token_revoked"
+    TOKEN_SCOPE_DENIED = "token_scope_denied"
     # 403
     ROLE_REQUIRED = "role_required"
     INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK = "instruction_field_write_requires_high_risk"
@@ -39,6 +41,7 @@ class Reasons(StrEnum):
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
     JOB_NOT_FOUND = "job_not_found"
+    TOKEN_NOT_FOUND = "token_not_found"
     CONSUMER_NOT_FOUND = "consumer_not_found"
     CONSUMER_PARTITION_NOT_FOUND = "consumer_partition_not_found"
     JOB_ROW_NOT_FOUND = "job_row_not_found"

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.access_docs import access_extensions
-from asanoha.platform.http.auth import authenticate
+from asanoha.platform.http.auth import authenticate_request
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
 from asanoha.platform.http.read_after import mark_read_after, note_write, read_after_of
@@ -72,12 +72,11 @@ def json_endpoint(app: HttpParts, call: Call, *, allow_anonymous: bool = False) 
     Every failure is answered here, so an error never leaves the endpoint as an exception.
     """
     settings = app.settings
+    tokens = app.tokens
 
     async def endpoint(request: Request) -> Response:
         try:
-            user = authenticate(
-                settings, request.headers.get("authorization"), allow_anonymous=allow_anonymous
-            )
+            user = await authenticate_request(tokens, request, allow_anonymous=allow_anonymous)
             body = await read_json_body(
                 request, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
             )

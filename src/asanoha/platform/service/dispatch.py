@@ -298,7 +298,9 @@ class Service:
         it, the primary serves.
         """
         if parent is not None:
-            handler, model = self.admission.admit(qn, "query", payload, user, parent.conn)
+            handler, model = self.admission.admit(
+                qn, "query", payload, user, parent.conn, nested=True
+            )
             context = QueryContext(self, parent, handler, user)
             return run_guarded(handler.qn, lambda: handler.func(model, context))
         with observed("query", qn, user, meta) as span:

@@ -122,7 +122,9 @@ class WritePipeline:
             idempotency_key = idempotency.check_key(idempotency_key)
         if parent is not None:
             gates.check_write_allowed(parent, "write", qn)
-            handler, model = self._admission.admit(qn, "write", payload, user, parent.conn)
+            handler, model = self._admission.admit(
+                qn, "write", payload, user, parent.conn, nested=True
+            )
             key = idempotency.key_of(
                 idempotency_key, handler.qn, user, lambda: payload_digest(model)
             )

@@ -141,6 +141,10 @@ class Tables:
     feature_settings: Table
     #: Aggregate states folded up to a stream version, personal values sealed.
     snapshots: Table
+    #: Revoked bearer tokens by ``jti`` (until they would have expired).
+    token_revocations: Table
+    #: Personal access tokens: the digest of each secret, its owner and scopes.
+    access_tokens: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -328,6 +332,8 @@ def build_tables(registry: Registry) -> Tables:
         feature_settings=_feature_settings_table(metadata),
         snapshots=_snapshots_table(metadata),
         projections={projection.qn: projection.table for projection in registry.projections},
+        token_revocations=_token_revocations_table(metadata),
+        access_tokens=_access_tokens_table(metadata),
     )
 
 
@@ -466,6 +472,43 @@ def _snapshots_table(metadata: MetaData) -> Table:
         Column("position", Position, nullable=False),
         Column("state", Json, nullable=True),
         Column("created_at", Timestamp, nullable=False),
+    )
+
+
+def _token_revocations_table(metadata: MetaData) -> Table:
+    """One row per revoked token of a tenant, kept until the token would have expired:
+    every API process reads the unexpired rows every few seconds."""
+    return Table(
+        "asanoha_token_revocations",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("jti", String(200), primary_key=True),
+        Column("revoked_by", String(64), nullable=False),
+        Column("revoked_at", Timestamp, nullable=False),
+        Column("expires_at", Timestamp, nullable=False),
+        Index("ix_asanoha_token_revocations_expires", "expires_at"),
+    )
+
+
+def _access_tokens_table(metadata: MetaData) -> Table:
+    """One row per personal access token: the SHA-256 of its secret (never the secret), who
+    it acts for, with which roles and QN-pattern scopes, until when."""
+    return Table(
+        "asanoha_access_tokens",
+        metadata,
+        Column("id", String(64), primary_key=True),
+        Column("token_hash", String(64), nullable=False, unique=True),
+        Column("tenant_id", String(64), nullable=False),
+        Column("user_id", String(64), nullable=False),
+        Column("name", String(200), nullable=False),
+        Column("roles", Json, nullable=False),
+        Column("scopes", Json, nullable=False),
+        Column("agent", String(200), nullable=True),
+        Column("created_by", String(64), nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        Column("expires_at", Timestamp, nullable=False),
+        Column("revoked_at", Timestamp, nullable=True),
+        Index("ix_asanoha_access_tokens_owner", "tenant_id", "user_id"),
     )
 
 

@@ -1,7 +1,7 @@
 """Aggregate snapshots: a state folded up to a stream version, personal values sealed.
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-12-06
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0021"
-down_revision: str | Sequence[str] | None = "0019"
+down_revision: str | Sequence[str] | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
