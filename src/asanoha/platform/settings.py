@@ -111,10 +111,13 @@ class Settings(BaseSettings):
     jwt_issuer: str | None = None
     #: The ``aud`` every token must carry (unset: not checked).
     jwt_audience: str | None = None
-    #: The claims a provider's token names its tenant, roles and user with; a dotted path
-    #: (``realm_access.roles``) reaches into an object.
+    #: The claim a provider's token names its tenant with; a dotted path reaches into an
+    #: object.
     jwt_tenant_claim: str = Field(default="tenant_id", min_length=1)
+    #: The claim holding a provider token's roles (a list); a dotted path
+    #: (``realm_access.roles``) reaches into an object.
     jwt_roles_claim: str = Field(default="roles", min_length=1)
+    #: The claim a provider's token names its user with.
     jwt_subject_claim: str = Field(default="sub", min_length=1)
     #: Seconds the provider's key set is kept before it is fetched again (a token naming an
     #: unknown ``kid`` fetches it at most once per 30 seconds besides).

@@ -4,6 +4,7 @@ Postgres unless ``ASANOHA_DATABASE_PRE_PING=false``."""
 from __future__ import annotations
 
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from asanoha.testing import Stack, TestUsers
 from asanoha.testing.plugin import StackFactory
@@ -49,11 +50,16 @@ def test_calls_after_a_database_restart_succeed_by_default(asanoha_stack: StackF
 def test_without_pre_ping_a_restart_fails_calls_on_stale_connections(
     asanoha_stack: StackFactory,
 ) -> None:
-    # What the default prevents, shown with the setting off.
+    # What the default prevents, shown with the setting off. Called in-process: over HTTP,
+    # the token check's periodic read of revocations may meet the dead connection first
+    # (and its failure, which keeps the last copy, renews the pool before the call).
     stack = asanoha_stack(features=[gate, catalog], settings={"database_pre_ping": False})
     fill_pool(stack, 4)
     end_server_sessions(stack)
-    statuses = [
-        stack.http.post(f"/api/query/{LIST}", {}, TestUsers.admin).status_code for _ in range(5)
-    ]
-    assert 503 in statuses
+    failed = 0
+    for _ in range(5):
+        try:
+            stack.service.dispatch_query(LIST, {}, TestUsers.admin)
+        except OperationalError:  # answered 503 service_unavailable over HTTP
+            failed += 1
+    assert failed >= 1
