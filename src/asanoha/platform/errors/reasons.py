@@ -53,6 +53,7 @@ class Reasons(StrEnum):
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
     SUBJECT_KEY_EXISTS = "subject_key_exists"
+    DELETE_RESTRICTED = "delete_restricted"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"
@@ -60,6 +61,8 @@ class Reasons(StrEnum):
     UNPROCESSABLE = "unprocessable"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_TRANSITION = "invalid_transition"
+    REFERENCE_NOT_FOUND = "reference_not_found"
+    FIELD_RULE_FAILED = "field_rule_failed"
     JOB_NOT_MANUAL = "job_not_manual"
     # 429
     RATE_LIMITED = "rate_limited"

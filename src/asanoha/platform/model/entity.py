@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import functools
 import uuid
+import zoneinfo
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -25,6 +26,7 @@ from pydantic import Field as PydanticField
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import check_field_access
+from asanoha.platform.model.field_rules import check_field_options, json_schema_of
 from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
 from asanoha.platform.model.transitions import check_transitions
 from asanoha.platform.model.versions import FieldUpcaster, PayloadUpcaster, check_versions
@@ -75,6 +77,24 @@ def _text_form(value: Any) -> Any:
     return value
 
 
+def _distinct(values: list[str]) -> list[str]:
+    # A multi_select holds each choice at most once.
+    if len(set(values)) != len(values):
+        raise ValueError("each choice may appear only once")
+    return values
+
+
+def _known_zone(value: str) -> str:
+    # The zone database decides (zoneinfo, with tzdata where the system has none).
+    try:
+        if value and value == value.strip():
+            zoneinfo.ZoneInfo(value)
+            return value
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        pass
+    raise ValueError(f"{value!r} is no IANA time zone (e.g. 'Europe/Berlin', 'UTC')")
+
+
 def _integral(value: Any) -> Any:
     # JSON has one number type: 3.0 is the integer 3 (JSON Schema agrees), 3.5 is none.
     if isinstance(value, float) and value.is_integer():
@@ -110,6 +130,13 @@ _PY_TYPES: dict[str, Any] = {
     "timestamp": Annotated[dt.datetime, BeforeValidator(_text_form), AfterValidator(_utc_in_range)],
     "date": Annotated[dt.date, BeforeValidator(_text_form)],
     "reference": uuid.UUID,
+    "timezone": Annotated[
+        str,
+        Strict(),
+        StringConstraints(max_length=64),
+        AfterValidator(_known_zone),
+        WithJsonSchema({"type": "string", "maxLength": 64, "x-format": "iana-time-zone"}),
+    ],
 }
 
 
@@ -127,12 +154,25 @@ class Entity:
     #: older ``created``/``updated`` events to it (see ``model.versions``).
     version: int = 1
     upcasters: Mapping[int, FieldUpcaster] = field(default_factory=dict)
+    #: The field whose value labels a row where another row refers to it (``_refs``).
+    label_field: str | None = None
 
     def __post_init__(self) -> None:
         check_table_name(self.table)
         check_versions(f"entity {self.table!r}", self.version, self.upcasters)
         for name, declared in self.fields.items():
             check_field(self, name, declared)
+        # Bounds are kept in the kind's own type ("2026-01-01" as a date).
+        bounded = {
+            name: check_field_options(f"field {name!r} of entity {self.table!r}", declared)
+            for name, declared in self.fields.items()
+        }
+        object.__setattr__(self, "fields", bounded)
+        if self.label_field is not None and self.label_field not in self.fields:
+            raise DefinitionError(
+                f"entity {self.table!r}: label_field={self.label_field!r} names no field "
+                f"(fields: {sorted(self.fields)})"
+            )
         frozen = check_transitions(self.table, self.fields, self.transitions)
         object.__setattr__(self, "transitions", frozen)
         for index in self.unique:
@@ -149,6 +189,18 @@ class Entity:
             return Annotated[Text, StringConstraints(max_length=declared.max_length)]
         if declared.kind == "select":
             return Literal[declared.choices]
+        if declared.kind == "multi_select":
+            return Annotated[
+                list[Literal[declared.choices]],  # type: ignore[name-defined]
+                AfterValidator(_distinct),
+                WithJsonSchema(
+                    {
+                        "type": "array",
+                        "items": {"enum": list(declared.choices), "type": "string"},
+                        "uniqueItems": True,
+                    }
+                ),
+            ]
         return _PY_TYPES[declared.kind]
 
     def event_upcasters(self, verb: str) -> dict[int, PayloadUpcaster]:
@@ -272,8 +324,21 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
         )
     check_field_access(declared.read, "read", where)
     check_field_access(declared.write, "write", where)
-    if declared.kind == "select" and not declared.choices:
-        raise DefinitionError(f"{where}: a select field needs at least one choice")
+    if declared.kind in ("select", "multi_select") and not declared.choices:
+        raise DefinitionError(f"{where}: a {declared.kind} field needs at least one choice")
+    if declared.kind == "multi_select" and len(set(declared.choices)) != len(declared.choices):
+        raise DefinitionError(f"{where}: its choices repeat a value")
+    if declared.kind == "reference":
+        if declared.on_delete not in (None, "restrict"):
+            raise DefinitionError(
+                f"{where}: on_delete={declared.on_delete!r} is unknown; use "
+                "on_delete='restrict' (refuse deleting a referenced row) or leave it out"
+            )
+    elif declared.label_field is not None or declared.on_delete is not None:
+        raise DefinitionError(
+            f"{where}: label_field= and on_delete= apply to reference fields only, "
+            f"not to a {declared.kind} field"
+        )
     if declared.kind == "text" and (declared.max_length or 0) < 1:
         raise DefinitionError(f"{where}: max_length must be at least 1")
 
@@ -309,6 +374,7 @@ def _build_model(
             extra["x-asanoha-read"] = declared.read.describe()
         if declared.write is not None:
             extra["x-asanoha-write"] = declared.write.describe()
+        extra.update(json_schema_of(declared))
         info = PydanticField(description=declared.description, json_schema_extra=extra or None)
         if declared.required and not partial and not declared.has_default:
             definitions[name] = (python_type, info)

@@ -28,6 +28,8 @@ from asanoha.platform.model import (
 )
 from asanoha.platform.model.agent import resolve_agent_exposure
 from asanoha.platform.model.agent_hints import derive_tool_hints
+from asanoha.platform.model.field_rules import has_rules
+from asanoha.platform.service.references import restricting
 from asanoha.platform.service.request import EntryHandler
 
 
@@ -171,14 +173,14 @@ def _executor_steps(registry: Registry, handler: HandlerDef) -> list[PlanStep]:
             PlanStep(
                 "executor",
                 "service/executor.py",
-                "per entity verb: transitions, field access, gates, sealing and intake, "
-                "append and project",
+                "per entity verb: field rules, transitions, field access, references, gates, "
+                "sealing and intake, append and project",
             )
         ]
-    return _entity_steps(entity_def, str(verb))
+    return _entity_steps(registry, entity_def, str(verb))
 
 
-def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
+def _entity_steps(registry: Registry, entity_def: EntityDef, verb: str) -> list[PlanStep]:
     """The executor's steps for ``verb`` of ``entity_def``, in the order it runs them."""
     entity = entity_def.entity
     key = entity_def.key
@@ -191,6 +193,15 @@ def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
                 f"defaults, pre-save and validate hooks of {key}",
             )
         )
+        bounded = sorted(name for name, f in entity.fields.items() if has_rules(f))
+        if bounded:
+            steps.append(
+                PlanStep(
+                    "field_rules",
+                    "model/field_rules.py",
+                    f"format, min/max and item bounds of {', '.join(bounded)} (422)",
+                )
+            )
         gated = []
         flagged = sorted(instruction_fields(entity))
         if flagged:
@@ -207,6 +218,16 @@ def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
         steps.append(
             PlanStep("field_access", "service/field_access.py", "each field's write= rule")
         )
+        referring = registry.references(key)
+        if referring:
+            named = ", ".join(f"{ref.field} -> {ref.target.key}" for ref in referring)
+            steps.append(
+                PlanStep(
+                    "references",
+                    "service/references.py",
+                    f"{named}: a live row of the tenant, read in the transaction (422)",
+                )
+            )
         if personal:
             steps.append(
                 PlanStep(
@@ -218,6 +239,21 @@ def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
     elif verb == "delete" and not entity.soft_delete:
         steps.append(
             PlanStep("gates", "service/gates.py", "a hard delete needs a high-risk entry handler")
+        )
+    if verb == "delete" and restricting(registry, entity_def):
+        blocking = ", ".join(
+            f"{ref.entity.key}.{ref.field}" for ref in restricting(registry, entity_def)
+        )
+        steps.append(
+            PlanStep(
+                "delete_restrict",
+                "service/references.py",
+                f"refused while live rows refer to it through {blocking} (409)",
+            )
+        )
+    if verb == "restore" and registry.references(key):
+        steps.append(
+            PlanStep("references", "service/references.py", "what the row refers to is live")
         )
     steps.append(
         PlanStep(

@@ -108,6 +108,8 @@ def _column_type(declared: Field) -> TypeEngine[Any]:
         "timestamp": Timestamp,
         "date": Date(),
         "reference": Uuid(),
+        "multi_select": Json,
+        "timezone": String(64),
     }
     return mapping[declared.kind]
 
