@@ -51,7 +51,13 @@ shop.crud(
     agent={"delete": Agent(risk="high")},
 )
 shop.crud("category", category, write=ADMIN, read=ADMIN, agent={"delete": Agent(risk="high")})
-shop.crud("order", order, write=ADMIN, read=ADMIN)
+shop.crud(
+    "order",
+    order,
+    write=ADMIN,
+    read=ADMIN,
+    descriptions={"create": "Place an order.", "list": "List orders."},
+)
 
 
 class RowId(BaseModel):
