@@ -17,6 +17,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     JsonValue,
+    PlainSerializer,
+    PlainValidator,
     Strict,
     StringConstraints,
     WithJsonSchema,
@@ -27,7 +29,15 @@ from pydantic import Field as PydanticField
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import check_field_access
 from asanoha.platform.model.field_rules import check_field_options, json_schema_of
-from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
+from asanoha.platform.model.fields import (
+    EMBEDDABLE_KINDS,
+    INSTRUCTION_KINDS,
+    STRUCTURED_KINDS,
+    TEXT_KINDS,
+    Field,
+)
+from asanoha.platform.model.located_time import LOCATED_SCHEMA, parse_located
+from asanoha.platform.model.money import MONEY_SCHEMA, parse_money
 from asanoha.platform.model.transitions import check_transitions
 from asanoha.platform.model.versions import FieldUpcaster, PayloadUpcaster, check_versions
 
@@ -130,6 +140,10 @@ _PY_TYPES: dict[str, Any] = {
     "timestamp": Annotated[dt.datetime, BeforeValidator(_text_form), AfterValidator(_utc_in_range)],
     "date": Annotated[dt.date, BeforeValidator(_text_form)],
     "reference": uuid.UUID,
+    "money": Annotated[Any, PlainValidator(parse_money), WithJsonSchema(MONEY_SCHEMA)],
+    "located_timestamp": Annotated[
+        Any, PlainValidator(parse_located), WithJsonSchema(LOCATED_SCHEMA)
+    ],
     "timezone": Annotated[
         str,
         Strict(),
@@ -138,6 +152,57 @@ _PY_TYPES: dict[str, Any] = {
         WithJsonSchema({"type": "string", "maxLength": 64, "x-format": "iana-time-zone"}),
     ],
 }
+
+
+def python_type(declared: Field, model_name: str) -> Any:
+    """The Python type a value of ``declared`` has after validation; ``model_name`` names
+    the model of an embedded object in the OpenAPI document."""
+    if declared.kind == "text":
+        return Annotated[Text, StringConstraints(max_length=declared.max_length)]
+    if declared.kind == "select":
+        return Literal[declared.choices]
+    if declared.kind == "multi_select":
+        return Annotated[
+            list[Literal[declared.choices]],  # type: ignore[name-defined]
+            AfterValidator(_distinct),
+            WithJsonSchema(
+                {
+                    "type": "array",
+                    "items": {"enum": list(declared.choices), "type": "string"},
+                    "uniqueItems": True,
+                }
+            ),
+        ]
+    if declared.kind in ("embedded", "embedded_list"):
+        model: Any = _embedded_model(declared, model_name)
+        one: Any = Annotated[model, AfterValidator(_as_dict), PlainSerializer(_as_is)]
+        return one if declared.kind == "embedded" else list[one]
+    return _PY_TYPES[declared.kind]
+
+
+def _as_is(value: Any) -> Any:
+    # The value is the plain object ``_as_dict`` made, not the model.
+    return value
+
+
+def _as_dict(value: BaseModel) -> dict[str, Any]:
+    # Stored and answered as a plain object with every field (``None`` where not given).
+    return value.model_dump()
+
+
+#: The model of each embedded field, built once (a field is frozen); the field is kept with
+#: its model so that its id is not reused.
+_EMBEDDED_MODELS: dict[tuple[int, str], tuple[Field, type[BaseModel]]] = {}
+
+
+def _embedded_model(declared: Field, model_name: str) -> type[BaseModel]:
+    key = (id(declared), model_name)
+    found = _EMBEDDED_MODELS.get(key)
+    if found is None:
+        assert declared.embedded_fields is not None
+        model = _model_of_fields(declared.embedded_fields, model_name, (), partial=False)
+        found = _EMBEDDED_MODELS[key] = (declared, model)
+    return found[1]
 
 
 @dataclass(frozen=True)
@@ -184,24 +249,7 @@ class Entity:
 
     def field_python_type(self, name: str) -> Any:
         """The Python type a value of field ``name`` has after validation."""
-        declared = self.fields[name]
-        if declared.kind == "text":
-            return Annotated[Text, StringConstraints(max_length=declared.max_length)]
-        if declared.kind == "select":
-            return Literal[declared.choices]
-        if declared.kind == "multi_select":
-            return Annotated[
-                list[Literal[declared.choices]],  # type: ignore[name-defined]
-                AfterValidator(_distinct),
-                WithJsonSchema(
-                    {
-                        "type": "array",
-                        "items": {"enum": list(declared.choices), "type": "string"},
-                        "uniqueItems": True,
-                    }
-                ),
-            ]
-        return _PY_TYPES[declared.kind]
+        return python_type(self.fields[name], f"{_camel(self.table)}{_camel(name)}")
 
     def event_upcasters(self, verb: str) -> dict[int, PayloadUpcaster]:
         """The upcasters of its ``verb`` event's payload: the field values of ``created``
@@ -293,6 +341,14 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
             f"{where}: searchable is only allowed on text and long_text fields, "
             f"not on {declared.kind}"
         )
+    if declared.kind in STRUCTURED_KINDS and (declared.sortable or declared.filterable):
+        raise DefinitionError(
+            f"{where}: a {declared.kind} field can be neither sortable nor filterable"
+        )
+    if declared.kind in ("embedded", "embedded_list"):
+        _check_embedded(where, declared)
+    elif declared.embedded_fields is not None:
+        raise DefinitionError(f"{where}: only embedded and embedded_list fields have fields")
     if declared.kind in TEXT_KINDS and declared.personal is None:
         raise DefinitionError(
             f"{where} declares no personal-data stance; pass personal=False, reason='...' "
@@ -343,6 +399,45 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
         raise DefinitionError(f"{where}: max_length must be at least 1")
 
 
+def _check_embedded(where: str, declared: Field) -> None:
+    """An embedded object's fields: plain values under the embedded field's own stance."""
+    inner = declared.embedded_fields
+    if not inner:
+        raise DefinitionError(f"{where}: an {declared.kind} field needs at least one field")
+    holds_text = False
+    for name, sub in inner.items():
+        here = f"{where}, embedded field {name!r}"
+        if not isinstance(sub, Field):
+            raise DefinitionError(f"{here}: declare it with fields.<kind>(...)")
+        if not name.isidentifier() or name.lower() != name:
+            raise DefinitionError(f"{here}: field names are lower-case snake_case identifiers")
+        if sub.kind not in EMBEDDABLE_KINDS:
+            raise DefinitionError(
+                f"{here}: a {sub.kind} field cannot be embedded; use one of "
+                f"{', '.join(sorted(EMBEDDABLE_KINDS))}"
+            )
+        if sub.personal is not None or sub.read is not None or sub.write is not None:
+            raise DefinitionError(
+                f"{here}: personal=, read= and write= are declared on the embedded field "
+                "itself, for all its fields"
+            )
+        if sub.sortable or sub.filterable or sub.searchable or sub.read_as_instruction:
+            raise DefinitionError(
+                f"{here}: an embedded field is not sortable, filterable, searchable or "
+                "read as an instruction"
+            )
+        if sub.kind == "text" and (sub.max_length or 0) < 1:
+            raise DefinitionError(f"{here}: max_length must be at least 1")
+        if sub.kind in ("select", "multi_select") and not sub.choices:
+            raise DefinitionError(f"{here}: a {sub.kind} field needs at least one choice")
+        holds_text = holds_text or sub.kind in TEXT_KINDS
+    if holds_text and declared.personal is None:
+        raise DefinitionError(
+            f"{where} holds text and declares no personal-data stance; pass personal=False, "
+            "reason='...' or personal='self' | 'tenant' | {'of': '<field>'}"
+        )
+
+
 def _payload_upcaster(upcaster: FieldUpcaster, verb: str, key: str | None) -> PayloadUpcaster:
     def upcast(payload: dict[str, Any]) -> dict[str, Any]:
         if key is None or key not in payload:
@@ -359,11 +454,24 @@ def _camel(table: str) -> str:
 def _build_model(
     entity: Entity, model_name: str, excluded: Collection[str], *, partial: bool
 ) -> type[BaseModel]:
+    return _model_of_fields(
+        entity.fields, model_name, excluded, partial=partial, prefix=_camel(entity.table)
+    )
+
+
+def _model_of_fields(
+    fields: Mapping[str, Field],
+    model_name: str,
+    excluded: Collection[str],
+    *,
+    partial: bool,
+    prefix: str | None = None,
+) -> type[BaseModel]:
     definitions: dict[str, Any] = {}
-    for name, declared in entity.fields.items():
+    for name, declared in fields.items():
         if name in excluded:
             continue
-        python_type = entity.field_python_type(name)
+        field_type = python_type(declared, f"{prefix or model_name}{_camel(name)}")
         extra: dict[str, JsonValue] = {}
         if declared.is_personal:
             extra["x-personal"] = True
@@ -377,12 +485,12 @@ def _build_model(
         extra.update(json_schema_of(declared))
         info = PydanticField(description=declared.description, json_schema_extra=extra or None)
         if declared.required and not partial and not declared.has_default:
-            definitions[name] = (python_type, info)
+            definitions[name] = (field_type, info)
         elif declared.required:
             # Optional to send, but never null: an omitted value is simply not set.
-            definitions[name] = (python_type, _with_default(info, None))
+            definitions[name] = (field_type, _with_default(info, None))
         else:
-            definitions[name] = (python_type | None, _with_default(info, None))
+            definitions[name] = (field_type | None, _with_default(info, None))
     model: type[BaseModel] = create_model(
         model_name, __config__=ConfigDict(extra="forbid"), **definitions
     )

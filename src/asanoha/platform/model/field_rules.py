@@ -22,6 +22,11 @@ from email_validator import EmailNotValidError, validate_email
 
 from asanoha.platform.errors import DefinitionError, Reasons, UnprocessableError
 from asanoha.platform.model.fields import LIST_KINDS, ORDERED_KINDS, TEXT_FORMATS, Field
+from asanoha.platform.model.located_time import LocatedValue, instant_of
+from asanoha.platform.model.money import MoneyValue, amount_of
+
+#: The kinds ``min=``/``max=`` bound: ordered values, a money amount, a located instant.
+BOUNDED_KINDS = ORDERED_KINDS | {"money", "located_timestamp"}
 
 #: An international phone number (E.164: a plus, a country code, at most 15 digits), with
 #: spaces, dots, hyphens and parentheses allowed between the digits.
@@ -36,12 +41,15 @@ _BOUND_TYPES: dict[str, tuple[type, ...]] = {
     "decimal": (int, decimal.Decimal, str),
     "date": (dt.date, str),
     "timestamp": (dt.datetime, str),
+    "money": (int, decimal.Decimal, str),
+    "located_timestamp": (dt.datetime, str),
 }
 
 
 def has_rules(declared: Field) -> bool:
     """Whether ``declared`` has a bound that a write must be checked against."""
-    return bool(
+    inner = declared.embedded_fields or {}
+    return any(has_rules(sub) for sub in inner.values()) or bool(
         declared.format
         or declared.min is not None
         or declared.max is not None
@@ -64,9 +72,9 @@ def check_field_options(where: str, declared: Field) -> Field:
                 f"{where}: format={declared.format!r} is unknown; use one of {sorted(TEXT_FORMATS)}"
             )
     low, high = declared.min, declared.max
-    if (low is not None or high is not None) and kind not in ORDERED_KINDS:
+    if (low is not None or high is not None) and kind not in BOUNDED_KINDS:
         raise DefinitionError(
-            f"{where}: min=/max= apply to {', '.join(sorted(ORDERED_KINDS))} fields, "
+            f"{where}: min=/max= apply to {', '.join(sorted(BOUNDED_KINDS))} fields, "
             f"not to a {kind} field"
         )
     low, high = _bound(where, kind, "min", low), _bound(where, kind, "max", high)
@@ -89,9 +97,13 @@ def check_field_options(where: str, declared: Field) -> Field:
         raise DefinitionError(
             f"{where}: min_items={fewest} exceeds its {len(declared.choices)} choices"
         )
-    if low is declared.min and high is declared.max:
-        return declared
-    return dataclasses.replace(declared, min=low, max=high)
+    inner = declared.embedded_fields
+    if inner is not None:
+        inner = {
+            name: check_field_options(f"{where}, embedded field {name!r}", sub)
+            for name, sub in inner.items()
+        }
+    return dataclasses.replace(declared, min=low, max=high, embedded_fields=inner)
 
 
 def _bound(where: str, kind: str, option: str, value: Any) -> Any:
@@ -105,15 +117,15 @@ def _bound(where: str, kind: str, option: str, value: Any) -> Any:
             + " or ".join(t.__name__ for t in allowed)
         )
     try:
-        if kind == "decimal":
+        if kind in ("decimal", "money"):
             return decimal.Decimal(str(value))
         if kind == "date" and isinstance(value, str):
             return dt.date.fromisoformat(value)
-        if kind == "timestamp" and isinstance(value, str):
+        if kind in ("timestamp", "located_timestamp") and isinstance(value, str):
             value = dt.datetime.fromisoformat(value)
     except (ValueError, decimal.InvalidOperation):
         raise DefinitionError(f"{where}: {option}={value!r} is no {kind} value") from None
-    if kind == "timestamp" and value.tzinfo is None:
+    if kind in ("timestamp", "located_timestamp") and value.tzinfo is None:
         raise DefinitionError(f"{where}: {option}={value!r} needs a time zone (e.g. +00:00)")
     return value
 
@@ -125,27 +137,61 @@ def check_values(entity_key: str, fields: Mapping[str, Field], values: Mapping[s
         declared = fields.get(name)
         if declared is None or value is None or not has_rules(declared):
             continue
-        problem = _problem(declared, value)
-        if problem is not None:
-            rule, limit, message = problem
+        found = _problem(declared, value)
+        if found is not None:
+            path, (rule, limit, message) = found
             raise UnprocessableError(
                 Reasons.FIELD_RULE_FAILED,
                 entity=entity_key,
-                field=name,
+                field=".".join([name, *path]),
                 rule=rule,
                 limit=limit,
                 problem=message,
             )
 
 
-def _problem(declared: Field, value: Any) -> tuple[str, Any, str] | None:
+Problem = tuple[str, Any, str]
+
+
+def _problem(declared: Field, value: Any) -> tuple[list[str], Problem] | None:
+    """The first broken rule of ``value`` with its path below the field, or ``None``."""
+    own = _own_problem(declared, value)
+    if own is not None:
+        return [], own
+    inner = declared.embedded_fields
+    if inner is None:
+        return None
+    items = [value] if declared.kind == "embedded" else value
+    for index, item in enumerate(items):
+        for name, sub in inner.items():
+            sub_value = item.get(name)
+            if sub_value is None or not has_rules(sub):
+                continue
+            found = _problem(sub, sub_value)
+            if found is not None:
+                where = [name] if declared.kind == "embedded" else [str(index), name]
+                return [*where, *found[0]], found[1]
+    return None
+
+
+def _comparable(declared: Field, value: Any) -> Any:
+    if declared.kind == "money":
+        money: MoneyValue = value
+        return amount_of(money)
+    if declared.kind == "located_timestamp":
+        located: LocatedValue = value
+        return instant_of(located)
+    return value
+
+
+def _own_problem(declared: Field, value: Any) -> Problem | None:
     if declared.format is not None and isinstance(value, str):
         message = _format_problem(declared.format, value)
         if message is not None:
             return "format", declared.format, message
-    if declared.min is not None and value < declared.min:
+    if declared.min is not None and _comparable(declared, value) < declared.min:
         return "min", _shown(declared.min), f"must be at least {_shown(declared.min)}"
-    if declared.max is not None and value > declared.max:
+    if declared.max is not None and _comparable(declared, value) > declared.max:
         return "max", _shown(declared.max), f"must be at most {_shown(declared.max)}"
     if declared.min_items is not None and len(value) < declared.min_items:
         return "min_items", declared.min_items, f"needs at least {declared.min_items} items"

@@ -28,6 +28,10 @@ FieldKind = Literal[
     "reference",
     "multi_select",
     "timezone",
+    "money",
+    "embedded",
+    "embedded_list",
+    "located_timestamp",
 ]
 #: ``False`` (with a reason), the subject themself, the tenant, or the subject named by a field.
 PersonalStance = Literal[False, "self", "tenant"] | Mapping[str, str] | None
@@ -41,7 +45,29 @@ DEFAULT_TEXT_LENGTH = 200
 #: The kinds ``min=``/``max=`` bound (their values are ordered).
 ORDERED_KINDS: frozenset[str] = frozenset({"integer", "number", "decimal", "date", "timestamp"})
 #: The kinds whose values are lists (``min_items=``/``max_items=`` bound them).
-LIST_KINDS: frozenset[str] = frozenset({"multi_select"})
+LIST_KINDS: frozenset[str] = frozenset({"multi_select", "embedded_list"})
+#: The kinds whose values are JSON objects or lists: neither sortable nor filterable.
+STRUCTURED_KINDS: frozenset[str] = frozenset(
+    {"multi_select", "money", "embedded", "embedded_list", "located_timestamp"}
+)
+#: The kinds a field of an embedded object may have.
+EMBEDDABLE_KINDS: frozenset[str] = frozenset(
+    {
+        "text",
+        "long_text",
+        "integer",
+        "number",
+        "decimal",
+        "boolean",
+        "select",
+        "multi_select",
+        "date",
+        "timestamp",
+        "timezone",
+        "money",
+        "located_timestamp",
+    }
+)
 #: What ``format=`` on a text field checks.
 TextFormat = Literal["email", "url", "phone"]
 TEXT_FORMATS: frozenset[str] = frozenset({"email", "url", "phone"})
@@ -87,6 +113,8 @@ class Field:
     #: Bounds of a list's length.
     min_items: int | None = None
     max_items: int | None = None
+    #: The fields of an ``embedded`` object (of each item of an ``embedded_list``).
+    embedded_fields: Mapping[str, Field] | None = None
     description: str | None = None
     #: Who may read the field: others get rows without it. ``None``: whoever reads the row.
     read: Access | None = None
@@ -318,6 +346,112 @@ def timezone(
         required=required,
         default=default,
         filterable=filterable,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def money(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min: Any = None,
+    max: Any = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An amount in a currency: ``{"amount": "12.34", "currency": "EUR"}`` on the wire,
+    minor units and the currency in the column (see ``model.money``). ``min=``/``max=``
+    bound the amount (decimal text), whatever the currency."""
+    return _field(
+        "money",
+        required=required,
+        default=default,
+        min=min,
+        max=max,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def located_timestamp(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min: Any = None,
+    max: Any = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An instant with its zone: ``{"at": "<wall-clock time>", "tz": "<IANA zone>"}`` in,
+    ``{"at", "tz", "utc"}`` out (see ``model.located_time``); ``min=``/``max=`` bound the
+    instant."""
+    return _field(
+        "located_timestamp",
+        required=required,
+        default=default,
+        min=min,
+        max=max,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def embedded(
+    of: Mapping[str, Field],
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """A typed object with the fields ``of`` (stored as JSON, replaced whole on update).
+    Its own fields state no personal stance: the embedded field states it for all of them
+    (needed when one is text)."""
+    return _field(
+        "embedded",
+        embedded_fields=dict(of),
+        required=required,
+        default=default,
+        personal=personal,
+        reason=reason,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def embedded_list(
+    of: Mapping[str, Field],
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """A list of typed objects with the fields ``of`` (see ``embedded``)."""
+    return _field(
+        "embedded_list",
+        embedded_fields=dict(of),
+        required=required,
+        default=default,
+        min_items=min_items,
+        max_items=max_items,
+        personal=personal,
+        reason=reason,
         description=description,
         read=read,
         write=write,
