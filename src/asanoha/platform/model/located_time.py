@@ -41,10 +41,8 @@ def parse_located(value: Any) -> LocatedValue:
         parsed = dt.datetime.fromisoformat(at)
     except ValueError:
         raise ValueError(f"'at' {at!r} is no ISO 8601 date and time") from None
-    if parsed.tzinfo is not None:
-        local = parsed.astimezone(zone).replace(tzinfo=None)
-    else:
-        local = parsed
+    # A given offset names the instant; the zone's wall-clock time for it is kept.
+    local = parsed if parsed.tzinfo is None else parsed.astimezone(zone).replace(tzinfo=None)
     instant = local.replace(tzinfo=zone, fold=0).astimezone(dt.UTC)
     if instant.astimezone(zone).replace(tzinfo=None) != local:
         raise ValueError(f"{local.isoformat()} does not exist in {tz} (a daylight-saving gap)")
