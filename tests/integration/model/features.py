@@ -67,3 +67,34 @@ class RowId(BaseModel):
 @shop.write_handler("forget-customer", access=ADMIN, agent=Agent(risk="high"))
 def forget_customer(payload: RowId, ctx: WriteContext) -> Any:
     return ctx.entity("customer").forget(payload.id)
+
+
+address = fields.embedded(
+    {
+        "street": fields.text(required=True),
+        "city": fields.text(),
+        "since": fields.date(min="2000-01-01"),
+    },
+    personal={"of": "customer"},
+)
+invoice = Entity(
+    table="mf_invoices",
+    fields={
+        "customer": fields.reference("customer", required=True),
+        "total": fields.money(required=True, min="0"),
+        "ship_to": address,
+        "lines": fields.embedded_list(
+            {
+                "item": fields.text(required=True, max_length=40),
+                "qty": fields.integer(required=True, min=1),
+                "price": fields.money(),
+                "tags": fields.multi_select(["gift", "rush"]),
+            },
+            personal=False,
+            reason="fixture",
+            max_items=3,
+        ),
+        "due": fields.located_timestamp(min="2020-01-01T00:00:00+00:00"),
+    },
+)
+shop.crud("invoice", invoice, write=ADMIN, read=ADMIN, descriptions={"create": "Write an invoice."})

@@ -21,12 +21,18 @@ ADMIN = Access(roles=["Admin"])
         (fields.timestamp(max="2020-01-01T00:00"), "needs a time zone"),
         (fields.integer(min=1.5), "min=1.5 is no integer value"),
         (fields.integer(format="email"), "format= applies to text fields only, not to a integer"),
-        (fields.boolean(min=0), "min=/max= apply to date, decimal, integer, number, timestamp"),
+        (
+            fields.boolean(min=0),
+            "min=/max= apply to date, decimal, integer, located_timestamp, money",
+        ),
         (
             Field("text", format="fax", personal=False, reason="x", max_length=9),
             "format='fax' is unknown",
         ),  # type: ignore[arg-type]
-        (Field("integer", min_items=1), "min_items=/max_items= apply to multi_select fields"),
+        (
+            Field("integer", min_items=1),
+            "min_items=/max_items= apply to embedded_list, multi_select fields",
+        ),
         (fields.multi_select(["a"], min_items=2), "min_items=2 exceeds its 1 choices"),
         (fields.multi_select(["a", "b"], min_items=2, max_items=1), "min_items=2 is greater"),
         (fields.multi_select(["a", "a"]), "its choices repeat a value"),
