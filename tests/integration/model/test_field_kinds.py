@@ -4,6 +4,7 @@ on both databases, carried by events, rebuilt exactly, sealed when personal."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from asanoha import UnprocessableError, ValidationError
+from asanoha.platform.personal.sentinel import FORGOTTEN
 from asanoha.platform.store import rebuild_projection
 from asanoha.testing import TestUsers
 from tests.integration.model.features import shop
@@ -150,3 +152,16 @@ def test_the_openapi_document_describes_each_kind(asanoha_stack: Callable[..., A
     assert set(props["due"]["anyOf"][0]["properties"]) == {"at", "tz", "utc"}
     line = next(s for n, s in schemas.items() if n.startswith("MfInvoicesLines"))
     assert line["required"] == ["item", "qty"]
+
+
+def test_a_personal_embedded_object_follows_its_subjects_forget(stack: Any) -> None:
+    payload = invoice(stack)
+    row = stack.service.dispatch_write(CREATE, payload, ADMIN)
+    stack.service.dispatch_write("shop:write:forget-customer", {"id": payload["customer"]}, ADMIN)
+    detail = stack.service.dispatch_query(
+        "shop:query:invoice:detail", {"id": str(row["id"])}, ADMIN
+    )
+    assert detail["ship_to"] == FORGOTTEN
+    # The rest of the row, and what it refers to, stay as they were.
+    assert detail["total"] == {"amount": "12.30", "currency": "EUR"}
+    assert (detail["customer"], detail["_refs"]) == (uuid.UUID(payload["customer"]), {})

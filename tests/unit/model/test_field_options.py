@@ -9,6 +9,7 @@ import pytest
 from asanoha import Access, Entity, Feature, Registry, fields
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.fields import Field
+from asanoha.platform.service.write_plan import build_write_plan
 
 ADMIN = Access(roles=["Admin"])
 
@@ -87,3 +88,36 @@ def test_a_reference_resolves_in_its_own_feature_or_by_its_full_name() -> None:
         (reference,) = registry.references("crm:order")
         assert (reference.target.key, reference.label_field) == ("crm:customer", "age")
         assert registry.referrers("crm:customer") == (reference,)
+
+
+def _steps(registry: Registry, qn: str) -> list[str]:
+    plan = build_write_plan(registry, registry.handler(qn), None)
+    return [step.name for step in plan.steps]
+
+
+def test_the_write_plan_names_the_field_rule_reference_and_restrict_steps() -> None:
+    registry = _registry(fields.reference("customer", on_delete="restrict"), label_field="age")
+    assert _steps(registry, "crm:write:order:create") == [
+        "admit",
+        "idempotency",
+        "transaction",
+        "handler",
+        "validation_and_hooks",
+        "field_access",
+        "references",
+        "append_and_project",
+        "commit",
+        "outcome",
+        "after_commit",
+    ]
+    assert "delete_restrict" in _steps(registry, "crm:write:customer:delete")
+    plan = build_write_plan(registry, registry.handler("crm:write:customer:delete"), None)
+    assert "crm:order.who (409)" in plan.describe()
+    bounded = Feature("bounds")
+    bounded.crud(
+        "thing",
+        Entity(table="bounded", fields={"n": fields.integer(max=3)}),
+        write=ADMIN,
+        read=ADMIN,
+    )
+    assert "field_rules" in _steps(Registry([bounded]), "bounds:write:thing:create")
