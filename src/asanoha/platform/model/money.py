@@ -43,6 +43,7 @@ def currencies() -> frozenset[str]:
     return frozenset(list_currencies())
 
 
+@functools.cache
 def minor_digits(currency: str) -> int:
     """How many decimal places an amount in ``currency`` has (EUR 2, JPY 0, KWD 3)."""
     return int(get_currency_precision(currency))

@@ -9,11 +9,12 @@ the new referencing row. SQLite has one writer at a time and needs no lock.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, Table, bindparam, select
 
 from asanoha.platform.errors import ConflictError, Reasons, UnprocessableError
 from asanoha.platform.model import EntityDef, Registry
@@ -49,11 +50,20 @@ def _is_live(
     conn: Connection, tables: Tables, reference: Reference, tenant_id: str, value: uuid.UUID
 ) -> bool:
     table = tables.entity(reference.target.key)
-    query = select(table.c.id).where(table.c.tenant_id == tenant_id, table.c.id == value)
-    if reference.target.entity.soft_delete:
+    statement = _live_row_statement(table, reference.target.entity.soft_delete)
+    return conn.execute(statement, {"tenant": tenant_id, "row": value}).first() is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _live_row_statement(table: Table, soft_delete: bool) -> Select[Any]:
+    """The read of a live row of ``table``, built once per table (a write pays only the
+    round trip)."""
+    query = select(table.c.id).where(
+        table.c.tenant_id == bindparam("tenant"), table.c.id == bindparam("row")
+    )
+    if soft_delete:
         query = query.where(table.c.is_deleted.is_(False))
-    query = query.with_for_update(read=True, key_share=True)
-    return conn.execute(query).first() is not None
+    return query.with_for_update(read=True, key_share=True)
 
 
 def restricting(registry: Registry, entity_def: EntityDef) -> tuple[Reference, ...]:
