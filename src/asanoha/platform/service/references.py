@@ -12,7 +12,6 @@ do not queue on a shared lock of it. SQLite has one writer at a time and needs n
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,7 @@ from asanoha.platform.errors import ConflictError, Reasons, UnprocessableError
 from asanoha.platform.model import EntityDef, Registry
 from asanoha.platform.model.registry import Reference
 from asanoha.platform.store import Tables
+from asanoha.platform.store.inserts import execute_bound
 
 
 def check_references_exist(
@@ -53,16 +53,22 @@ def _is_live(
     conn: Connection, tables: Tables, reference: Reference, tenant_id: str, value: uuid.UUID
 ) -> bool:
     table = tables.entity(reference.target.key)
-    statement = _live_row_statement(
-        table, reference.target.entity.soft_delete, locked=reference.on_delete == "restrict"
+    soft_delete = reference.target.entity.soft_delete
+    locked = reference.on_delete == "restrict"
+    # Compiled once per table and kind (a write pays only the round trip).
+    found = execute_bound(
+        conn,
+        table,
+        {"tenant": tenant_id, "row": value},
+        kind=("live_row", locked),
+        build=lambda: _live_row_statement(table, soft_delete, locked=locked),
     )
-    return conn.execute(statement, {"tenant": tenant_id, "row": value}).first() is not None
+    return found is not None
 
 
-@functools.lru_cache(maxsize=1024)
 def _live_row_statement(table: Table, soft_delete: bool, *, locked: bool) -> Select[Any]:
-    """The read of a live row of ``table``, built once per table (a write pays only the
-    round trip); ``locked``: held ``FOR KEY SHARE`` until the write commits."""
+    """The read of a live row of ``table``; ``locked``: held ``FOR KEY SHARE`` until the
+    write commits."""
     query = select(table.c.id).where(
         table.c.tenant_id == bindparam("tenant"), table.c.id == bindparam("row")
     )
