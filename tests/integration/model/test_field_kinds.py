@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,15 +14,9 @@ from asanoha import UnprocessableError, ValidationError
 from asanoha.platform.personal.sentinel import FORGOTTEN
 from asanoha.platform.store import rebuild_projection
 from asanoha.testing import TestUsers
-from tests.integration.model.features import shop
 
 ADMIN = TestUsers.admin
 CREATE = "shop:write:invoice:create"
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-def stack(request: pytest.FixtureRequest, asanoha_stack: Callable[..., Any]) -> Any:
-    return asanoha_stack(features=[shop], database=request.param)
 
 
 def invoice(stack: Any, **changes: Any) -> dict[str, Any]:
@@ -72,7 +65,8 @@ def test_each_kind_is_written_and_answered_in_its_canonical_form(stack: Any) -> 
     assert "Main St" not in str(ship_to)
 
 
-def test_an_update_replaces_an_embedded_object_whole(stack: Any) -> None:
+def test_an_update_replaces_an_embedded_object_whole(sqlite_stack: Any) -> None:
+    stack = sqlite_stack
     row = stack.service.dispatch_write(CREATE, invoice(stack), ADMIN)
     changes = {"ship_to": {"street": "Side St 2"}, "total": {"amount": "7", "currency": "KWD"}}
     payload = {"id": str(row["id"]), "version": 1, "changes": changes}
@@ -92,7 +86,8 @@ REFUSED_SHAPES = [
 ]
 
 
-def test_a_value_of_the_wrong_shape_is_refused_and_nothing_is_written(stack: Any) -> None:
+def test_a_value_of_the_wrong_shape_is_refused_and_nothing_is_written(sqlite_stack: Any) -> None:
+    stack = sqlite_stack
     payload = invoice(stack)
     for field, value, message in REFUSED_SHAPES:
         with stack.nothing_written(), pytest.raises(ValidationError) as raised:
@@ -139,8 +134,8 @@ def test_the_event_carries_the_api_form_and_a_rebuild_reproduces_the_rows(stack:
     assert created["data"]["due"]["utc"] == "2026-03-29T07:30:00+00:00"
 
 
-def test_the_openapi_document_describes_each_kind(asanoha_stack: Callable[..., Any]) -> None:
-    stack = asanoha_stack(features=[shop], database="sqlite")
+def test_the_openapi_document_describes_each_kind(sqlite_stack: Any) -> None:
+    stack = sqlite_stack
     schemas = stack.http.client.get("/openapi.json").json()["components"]["schemas"]
     props = next(s for n, s in schemas.items() if n.startswith("InvoiceCreatePayload"))[
         "properties"
