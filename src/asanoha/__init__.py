@@ -32,6 +32,7 @@ from asanoha.platform.errors import (
 from asanoha.platform.model import (
     Access,
     Agent,
+    AggregateDef,
     Backoff,
     Concurrency,
     Entity,
@@ -49,6 +50,7 @@ from asanoha.platform.personal.master_keys import KeyWrapper, LocalKeyWrapper
 from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
+from asanoha.platform.store.declared_projections import ProjectionTarget
 
 if TYPE_CHECKING:
     from asanoha.workers import DrainTimeoutError, JobContext, JobFailedError
@@ -58,6 +60,7 @@ __all__ = [
     "Access",
     "AccessDeniedError",
     "Agent",
+    "AggregateDef",
     "App",
     "AsanohaError",
     "AuthenticationError",
@@ -79,6 +82,7 @@ __all__ = [
     "LocalKeyWrapper",
     "NotFoundError",
     "PayloadTooLargeError",
+    "ProjectionTarget",
     "QueryContext",
     "RateLimit",
     "RateLimitError",

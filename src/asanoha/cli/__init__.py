@@ -41,8 +41,11 @@ COMMANDS: dict[str, str] = {
     "migrate": "asanoha.cli.migrate:migrate",
     "consumers": "asanoha.cli.consumers:consumers",
     "jobs": "asanoha.cli.jobs:jobs",
+    "features": "asanoha.cli.features:features",
     "projections": "asanoha.cli.projections:projections",
+    "events": "asanoha.cli.events:events",
     "keys": "asanoha.cli.keys:keys",
+    "config": "asanoha.cli.config:config",
 }
 
 

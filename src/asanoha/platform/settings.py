@@ -44,7 +44,10 @@ class Settings(BaseSettings):
         env_prefix=VARIABLE_PREFIX, extra="ignore", env_file=ENV_FILE, env_file_encoding="utf-8"
     )
 
+    #: The application's database: Postgres (``postgresql://user:password@host/db``) in
+    #: production; unset: a SQLite file in the working directory (the embedded default).
     database_url: str = EMBEDDED_DATABASE_URL
+    #: Connections each process keeps to the database (as many again may overflow).
     database_pool_size: int = 10
     #: Test each pooled connection before use (one extra round trip per transaction), so a
     #: database restart costs no failed call per stale connection.
@@ -56,6 +59,8 @@ class Settings(BaseSettings):
     #: Seconds a read replica may lag behind the primary and still serve; past it (or when
     #: it does not answer) the primary serves.
     replica_max_lag: float = Field(default=1.0, gt=0)
+    #: The Celery broker: ``redis://host:6379/0`` or ``amqp://...`` in production; unset: the
+    #: in-process broker ``memory://``, which only works inside one process.
     broker_url: str = EMBEDDED_BROKER_URL
     #: Prefix of every queue name, so several stacks can share one broker without seeing
     #: each other's messages.
@@ -80,14 +85,19 @@ class Settings(BaseSettings):
     #: Signs and checks bearer tokens. Several, separated by commas, while a secret is
     #: rotated: the first signs, every one is accepted.
     jwt_secret: str = PLACEHOLDER_JWT_SECRET
+    #: The algorithm tokens are signed with: ``HS256``, ``HS384`` or ``HS512``.
     jwt_algorithm: str = "HS256"
+    #: Seconds the tokens the platform issues are valid (``asanoha token`` without
+    #: ``--expires-in``); at most ``jwt_max_ttl_seconds``.
     jwt_ttl_seconds: int = 3600
     #: The longest lifetime a token may claim (``exp`` minus ``iat``, or minus now without
     #: ``iat``): a leaked token is good for a day at most.
     jwt_max_ttl_seconds: int = 86400
     #: Signs approval tokens; unset: a key derived from ``jwt_secret``.
     approval_secret: str | None = None
+    #: Request bodies larger than this many bytes are refused with 413.
     max_body_bytes: int = 1024 * 1024
+    #: JSON bodies nested deeper than this are refused with 400 ``json_too_deep``.
     max_json_depth: int = 32
     #: Items a ``POST /api/batch`` may hold: one transaction runs them all, and a batch that
     #: outlasts its client's timeout is committed while the client thinks it failed.
@@ -101,6 +111,9 @@ class Settings(BaseSettings):
     #: A rate (``100/minute``, counted per user) for every handler that declares none; a
     #: handler with ``rate_limit=None, reason=...`` stays unlimited. ``None``: no default.
     rate_limit_default: str | None = None
+    #: A development machine: stack traces in 500 responses, the placeholder JWT secret
+    #: allowed (``asanoha serve`` then prints a development token), personal values without
+    #: a master key.
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)
@@ -287,12 +300,26 @@ def load_env_file(environ: MutableMapping[str, str] = os.environ) -> None:
     (``--app`` from ``ASANOHA_APP``, ``--basic-auth`` from ``ASANOHA_FLOWER_BASIC_AUTH``),
     ``ASANOHA_DEVELOPMENT`` for tracebacks, and the processes a command starts.
     """
+    for name, value in env_file_values().items():
+        if name not in environ:
+            environ[name] = value
+            FILLED_FROM_ENV_FILE.add(name)
+
+
+#: The variables ``load_env_file`` put into the environment: ``asanoha config`` names the
+#: ``.env`` file, not the environment, as where they came from.
+FILLED_FROM_ENV_FILE: set[str] = set()
+
+
+def env_file_values() -> dict[str, str]:
+    """The ``ASANOHA_*`` variables of the ``.env`` file in the working directory (names
+    upper-cased, as settings' names are not case-sensitive); empty without the file."""
     path = Path(ENV_FILE)
     if not path.is_file():
-        return
+        return {}
     encoding = Settings.model_config.get("env_file_encoding") or "utf-8"
-    for name, value in dotenv_values(path, encoding=encoding).items():
-        # Settings' names are not case-sensitive: neither are these.
-        name = name.upper()
-        if name.startswith(VARIABLE_PREFIX) and value is not None:
-            environ.setdefault(name, value)
+    return {
+        name.upper(): value
+        for name, value in dotenv_values(path, encoding=encoding).items()
+        if name.upper().startswith(VARIABLE_PREFIX) and value is not None
+    }

@@ -15,6 +15,7 @@ import jwt
 
 from asanoha.platform.errors import AuthenticationError, Reasons
 from asanoha.platform.model import SYSTEM_ROLE, SessionUser
+from asanoha.platform.model.place import with_place_claims
 from asanoha.platform.settings import Settings
 
 REQUIRED_CLAIMS = ("sub", "tenant", "exp")
@@ -147,7 +148,7 @@ def _user_from_claims(claims: dict[str, Any]) -> SessionUser:
         )
     if SYSTEM_ROLE in roles:
         raise AuthenticationError(Reasons.TOKEN_INVALID, error=_SYSTEM_ROLE_REFUSED)
-    user = SessionUser.of(subject, tenant, roles)
+    user = with_place_claims(SessionUser.of(subject, tenant, roles), claims)
     agent = claims.get("agent")
     if agent is None or agent is False:
         return user

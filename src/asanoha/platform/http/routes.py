@@ -26,6 +26,7 @@ from asanoha.platform.http.wire import (
     success_response,
 )
 from asanoha.platform.model import HandlerDef, Registry, SessionUser, resolve_agent_exposure
+from asanoha.platform.model.place import preferred_language
 from asanoha.platform.service import RequestMeta
 from asanoha.platform.service.idempotency import IDEMPOTENCY_HEADER, REPLAYED_HEADER, Replay
 
@@ -44,6 +45,7 @@ def request_meta(request: Request) -> RequestMeta:
         request_id=request_id,
         correlation_id=correlation_id,
         client_ip=request.client.host if request.client else None,
+        locale=preferred_language(request.headers.get("accept-language")),
     )
 
 

@@ -23,6 +23,10 @@ class SessionUser:
     #: run it acts for. ``None``: a human (or the system user). High-risk writes by an agent
     #: principal need a human's approval token.
     agent: str | None = None
+    #: The locale and time zone the caller's token names (claims ``locale`` and
+    #: ``zoneinfo``), for ``ctx.locale`` and ``ctx.tz``; ``None``: not named.
+    locale: str | None = None
+    zoneinfo: str | None = None
 
     @property
     def is_agent(self) -> bool:

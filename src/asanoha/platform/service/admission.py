@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
 from asanoha.platform.model import HandlerDef, Registry, SessionUser
+from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
     EntryHandler,
@@ -27,15 +28,24 @@ from asanoha.platform.service.validation import check_storable, validate_payload
 class Admission:
     """Admits calls to the handlers of one registry."""
 
-    def __init__(self, registry: Registry, rate_limiter: RateLimiter | None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        rate_limiter: RateLimiter | None,
+        switches: FeatureSettings | None = None,
+    ) -> None:
         self._registry = registry
+        #: Whether a toggleable feature is on in the caller's tenant (``feature_settings``).
+        self._switches = switches
         #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
         self.rate_limiter = rate_limiter
 
     def admit(
-        self, qn: str, kind: str, payload: Any, user: SessionUser
+        self, qn: str, kind: str, payload: Any, user: SessionUser, conn: Connection | None = None
     ) -> tuple[HandlerDef, pydantic.BaseModel]:
-        """The handler exists, admits ``user`` and accepts ``payload``: it and the payload."""
+        """The handler exists, admits ``user``, its feature is on in the user's tenant (403
+        ``feature_disabled``; ``conn``: the caller's open transaction, if any) and it
+        accepts ``payload``: it and the payload."""
         handler = self._registry.find_handler(qn)
         if handler is None or handler.kind != kind:
             raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
@@ -43,6 +53,8 @@ class Admission:
             raise AccessDeniedError(
                 Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
             )
+        if self._switches is not None:
+            self._switches.check_enabled(handler, user.tenant_id, conn)
         check_storable(payload, handler.qn)
         return handler, validate_payload(handler.payload_model, payload, handler.qn)
 

@@ -174,10 +174,22 @@ def _executor_steps(registry: Registry, handler: HandlerDef) -> list[PlanStep]:
                 "executor",
                 "service/executor.py",
                 "per entity verb: field rules, transitions, field access, references, gates, "
-                "sealing and intake, append and project",
+                "sealing and intake, append and project (the entity row, then the declared "
+                "projections that follow the event)",
             )
         ]
-    return _entity_steps(registry, entity_def, str(verb))
+    steps = _entity_steps(registry, entity_def, str(verb))
+    past = {"create": "created", "update": "updated", "delete": "deleted", "restore": "restored"}
+    followers = registry.projections_on(entity_def.event_qn(past.get(str(verb), str(verb))))
+    if followers:
+        steps.append(
+            PlanStep(
+                "declared_projections",
+                "store/declared_projections.py",
+                "in the transaction: " + ", ".join(projection.qn for projection in followers),
+            )
+        )
+    return steps
 
 
 def _entity_steps(registry: Registry, entity_def: EntityDef, verb: str) -> list[PlanStep]:
