@@ -68,6 +68,12 @@ PERSONAL_TARGET = 0.8
 PERSONAL = "asanoha service, 2 personal fields"
 NOT_PERSONAL = "asanoha service, 2 fields personal=False"
 PEOPLE = "bench-people"
+#: A create with a reference (checked in the transaction), a money and an embedded field
+#: against the same create with plain fields (text, decimal, text).
+MODELLED_TARGET = 0.85
+MODELLED = "asanoha service, reference+money+embedded"
+PLAIN = "asanoha service, the same as plain fields"
+DEALS = "bench-deals"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         stack.callback(people_app.close)
         people_app.create_schema()
+        deals_app = App(
+            features=[deals_feature()],
+            settings=Settings(database_url=url, database_pool_size=max(THREAD_COUNTS)),
+        )
+        stack.callback(deals_app.close)
+        deals_app.create_schema()
+        account = deals_app.service.dispatch_write(
+            f"{DEALS}:write:account:create", {"name": "Acme"}, USER
+        )
         create_raw_tables(url)
         amount = f"{args.writes} writes" if args.writes else f"{args.seconds:g} s"
         print(f"write path, {amount} per measurement; {describe_setup(url)}")
@@ -116,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             LIMITED: lambda: limited_worker(keyed_app),
             PERSONAL: lambda: people_worker(people_app, "person"),
             NOT_PERSONAL: lambda: people_worker(people_app, "plain-person"),
+            MODELLED: lambda: deals_worker(deals_app, "deal", str(account["id"])),
+            PLAIN: lambda: deals_worker(deals_app, "plain-deal", str(account["id"])),
         }
         recorders = stack.enter_context(eventsourcing_recorders(url, max(THREAD_COUNTS), notes))
         targets.update(recorders)
@@ -220,6 +237,66 @@ def people_worker(app: App, entity: str) -> Iterator[Work]:
     dispatch = app.service.dispatch_write
     qn = f"{PEOPLE}:write:{entity}:create"
     yield lambda n: dispatch(qn, {"email": f"person-{n}@example.org", "name": f"Person {n}"}, USER)
+
+
+def deals_feature() -> Feature:
+    """An account, and two deals of it: one with a reference, a money and an embedded field,
+    one with the same values in plain fields."""
+    feature = Feature(DEALS)
+    writer = Access(roles=list(USER.roles))
+    plain = {"personal": False, "reason": "benchmark data"}
+    account = Entity(table="bench_accounts", fields={"name": fields.text(**plain)})
+    feature.crud("account", account, write=writer, read=writer, verbs=["create"])
+    modelled = Entity(
+        table="bench_deals",
+        fields={
+            "account": fields.reference("account", required=True),
+            "amount": fields.money(required=True, min="0"),
+            "address": fields.embedded(
+                {"street": fields.text(), "city": fields.text(required=True)}, **plain
+            ),
+        },
+    )
+    flat = Entity(
+        table="bench_plain_deals",
+        fields={
+            "account": fields.text(required=True, **plain),
+            "amount": fields.decimal(required=True),
+            "currency": fields.text(required=True, max_length=3, **plain),
+            "street": fields.text(**plain),
+            "city": fields.text(required=True, **plain),
+        },
+    )
+    for name, entity in (("deal", modelled), ("plain-deal", flat)):
+        feature.crud(name, entity, write=writer, read=writer, verbs=["create"])
+    return feature
+
+
+@contextmanager
+def deals_worker(app: App, entity: str, account: str) -> Iterator[Work]:
+    """One create of ``entity`` for ``account``, with an amount and an address."""
+    dispatch = app.service.dispatch_write
+    qn = f"{DEALS}:write:{entity}:create"
+    if entity == "deal":
+
+        def payload(n: int) -> dict[str, Any]:
+            return {
+                "account": account,
+                "amount": {"amount": f"{n % 1000}.50", "currency": "EUR"},
+                "address": {"street": f"Street {n}", "city": "Berlin"},
+            }
+    else:
+
+        def payload(n: int) -> dict[str, Any]:
+            return {
+                "account": account,
+                "amount": f"{n % 1000}.50",
+                "currency": "EUR",
+                "street": f"Street {n}",
+                "city": "Berlin",
+            }
+
+    yield lambda n: dispatch(qn, payload(n), USER)
 
 
 @contextmanager
@@ -424,6 +501,12 @@ def print_report(
             rate(NOT_PERSONAL, threads),
             f">= {PERSONAL_TARGET}",
         )
+        ratio(
+            f"reference+money+embedded / plain, {threads} thread(s)",
+            rate(MODELLED, threads),
+            rate(PLAIN, threads),
+            f">= {MODELLED_TARGET}",
+        )
     most = max(THREAD_COUNTS)
     ratio(
         f"asanoha / eventsourcing application rec., {most} threads",
@@ -488,6 +571,7 @@ def figures_of(results: dict[tuple[str, int], Throughput]) -> list[Figure]:
         (KEYED, "create with idempotency key and rate limit", KEYED_TARGET, mine),
         (LIMITED, "create with rate limit only", None, mine),
         (PERSONAL, "create with two personal fields", PERSONAL_TARGET, NOT_PERSONAL),
+        (MODELLED, "create with a reference, money and an embedded field", MODELLED_TARGET, PLAIN),
     ]
     for name, label, bound, base in extras:
         for threads in THREAD_COUNTS:
@@ -501,11 +585,11 @@ def figures_of(results: dict[tuple[str, int], Throughput]) -> list[Figure]:
                     name=f"{label}, {threads} thread(s)",
                     value=round(ours.rate),
                     unit="writes/s",
-                    peer=(
-                        "the same create without"
-                        if base == mine
-                        else "the same create, fields personal=False"
-                    ),
+                    peer={
+                        mine: "the same create without",
+                        NOT_PERSONAL: "the same create, fields personal=False",
+                        PLAIN: "the same create with plain fields",
+                    }[base],
                     peer_value=round(plain.rate),
                     ratio_label="with / without",
                     ratio=ratio,

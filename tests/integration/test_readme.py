@@ -259,6 +259,20 @@ def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_sta
     assert [tuple(s) for s in states] == [("crm:job:welcome", "succeeded")]
 
 
+def test_fields_example_runs_as_written(tmp_path: Path) -> None:
+    example = next(b for b in python_blocks() if b.startswith("# orders.py"))
+    (tmp_path / "orders.py").write_text(example, encoding="utf-8")
+    ran = run_python(tmp_path, sqlite_env(tmp_path, "orders.sqlite3"), "orders.py")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines() == [
+        "{'amount': '9.50', 'currency': 'EUR'} 2026-07-01T07:00:00+00:00",
+        "True",
+        "field_rule_failed lines.0.qty",
+        "field_rule_failed contact",
+        "delete_restricted shop:order",
+    ]
+
+
 def test_feature_configuration_example_runs_as_written(tmp_path: Path) -> None:
     example = next(b for b in python_blocks() if b.startswith("# mailer.py"))
     (tmp_path / "mailer.py").write_text(example, encoding="utf-8")

@@ -144,6 +144,8 @@ def test_a_confined_caller_sets_an_owner_field_only_to_itself(stack: Stack) -> N
 def test_a_reference_owner_field_compares_the_user_id_as_a_uuid(stack: Stack) -> None:
     holder = uuid.uuid4()
     owner = SessionUser.of(str(holder), TENANT, ["Staff"])
+    # The row the reference names (a reference names a live row of the tenant).
+    stack.http.write_ok("owned:write:note:create", {"id": str(holder), "title": "n"}, owner)
     stack.http.write_ok("owned:write:card:create", {"holder": str(holder), "title": "c"}, owner)
     assert len(stack.http.query_ok("owned:query:card:list", {}, owner)["rows"]) == 1
     # A user id that is no UUID owns no row of a reference owner.

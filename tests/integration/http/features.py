@@ -55,6 +55,15 @@ item = Entity(
     },
 )
 catalog = Feature("catalog")
+# What an item's supplier refers to (no handlers: generated ids name no row of it).
+catalog.entity(
+    "supplier",
+    Entity(
+        table="catalog_suppliers",
+        fields={"name": fields.text(personal=False, reason="company name")},
+        label_field="name",
+    ),
+)
 catalog.crud(
     "item",
     item,

@@ -60,6 +60,7 @@ class Reasons(StrEnum):
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
     SUBJECT_KEY_EXISTS = "subject_key_exists"
+    DELETE_RESTRICTED = "delete_restricted"
     CONSUMER_LAG = "consumer_lag"
     EVENTS_PRUNED = "events_pruned"
     # 413
@@ -69,6 +70,8 @@ class Reasons(StrEnum):
     UNPROCESSABLE = "unprocessable"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_TRANSITION = "invalid_transition"
+    REFERENCE_NOT_FOUND = "reference_not_found"
+    FIELD_RULE_FAILED = "field_rule_failed"
     JOB_NOT_MANUAL = "job_not_manual"
     CONFIG_VALUE_INVALID = "config_value_invalid"
     SECRETS_NEED_MASTER_KEY = "secrets_need_master_key"

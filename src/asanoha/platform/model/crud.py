@@ -223,7 +223,8 @@ def _standard_func(entity_key: str, verb: CrudVerb) -> Any:
         return ctx.entity(entity_key).list(**payload.model_dump())
 
     def detail(payload: Any, ctx: Any) -> Any:
-        return ctx.entity(entity_key).get(payload.id)
+        reader = ctx.entity(entity_key)
+        return reader.with_refs(reader.get(payload.id))
 
     return {
         "create": create,

@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import functools
 import uuid
+import zoneinfo
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -16,6 +17,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     JsonValue,
+    PlainSerializer,
+    PlainValidator,
     Strict,
     StringConstraints,
     WithJsonSchema,
@@ -25,7 +28,16 @@ from pydantic import Field as PydanticField
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import check_field_access
-from asanoha.platform.model.fields import INSTRUCTION_KINDS, TEXT_KINDS, Field
+from asanoha.platform.model.field_rules import check_field_options, json_schema_of
+from asanoha.platform.model.fields import (
+    EMBEDDABLE_KINDS,
+    INSTRUCTION_KINDS,
+    STRUCTURED_KINDS,
+    TEXT_KINDS,
+    Field,
+)
+from asanoha.platform.model.located_time import LOCATED_SCHEMA, parse_located
+from asanoha.platform.model.money import MONEY_SCHEMA, parse_money
 from asanoha.platform.model.transitions import check_transitions
 from asanoha.platform.model.versions import FieldUpcaster, PayloadUpcaster, check_versions
 
@@ -75,6 +87,24 @@ def _text_form(value: Any) -> Any:
     return value
 
 
+def _distinct(values: list[str]) -> list[str]:
+    # A multi_select holds each choice at most once.
+    if len(set(values)) != len(values):
+        raise ValueError("each choice may appear only once")
+    return values
+
+
+def _known_zone(value: str) -> str:
+    # The zone database decides (zoneinfo, with tzdata where the system has none).
+    try:
+        if value and value == value.strip():
+            zoneinfo.ZoneInfo(value)
+            return value
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        pass
+    raise ValueError(f"{value!r} is no IANA time zone (e.g. 'Europe/Berlin', 'UTC')")
+
+
 def _integral(value: Any) -> Any:
     # JSON has one number type: 3.0 is the integer 3 (JSON Schema agrees), 3.5 is none.
     if isinstance(value, float) and value.is_integer():
@@ -110,7 +140,69 @@ _PY_TYPES: dict[str, Any] = {
     "timestamp": Annotated[dt.datetime, BeforeValidator(_text_form), AfterValidator(_utc_in_range)],
     "date": Annotated[dt.date, BeforeValidator(_text_form)],
     "reference": uuid.UUID,
+    "money": Annotated[Any, PlainValidator(parse_money), WithJsonSchema(MONEY_SCHEMA)],
+    "located_timestamp": Annotated[
+        Any, PlainValidator(parse_located), WithJsonSchema(LOCATED_SCHEMA)
+    ],
+    "timezone": Annotated[
+        str,
+        Strict(),
+        StringConstraints(max_length=64),
+        AfterValidator(_known_zone),
+        WithJsonSchema({"type": "string", "maxLength": 64, "x-format": "iana-time-zone"}),
+    ],
 }
+
+
+def python_type(declared: Field, model_name: str) -> Any:
+    """The Python type a value of ``declared`` has after validation; ``model_name`` names
+    the model of an embedded object in the OpenAPI document."""
+    if declared.kind == "text":
+        return Annotated[Text, StringConstraints(max_length=declared.max_length)]
+    if declared.kind == "select":
+        return Literal[declared.choices]
+    if declared.kind == "multi_select":
+        return Annotated[
+            list[Literal[declared.choices]],  # type: ignore[name-defined]
+            AfterValidator(_distinct),
+            WithJsonSchema(
+                {
+                    "type": "array",
+                    "items": {"enum": list(declared.choices), "type": "string"},
+                    "uniqueItems": True,
+                }
+            ),
+        ]
+    if declared.kind in ("embedded", "embedded_list"):
+        model: Any = _embedded_model(declared, model_name)
+        one: Any = Annotated[model, AfterValidator(_as_dict), PlainSerializer(_as_is)]
+        return one if declared.kind == "embedded" else list[one]
+    return _PY_TYPES[declared.kind]
+
+
+def _as_is(value: Any) -> Any:
+    # The value is the plain object ``_as_dict`` made, not the model.
+    return value
+
+
+def _as_dict(value: BaseModel) -> dict[str, Any]:
+    # Stored and answered as a plain object with every field (``None`` where not given).
+    return value.model_dump()
+
+
+#: The model of each embedded field, built once (a field is frozen); the field is kept with
+#: its model so that its id is not reused.
+_EMBEDDED_MODELS: dict[tuple[int, str], tuple[Field, type[BaseModel]]] = {}
+
+
+def _embedded_model(declared: Field, model_name: str) -> type[BaseModel]:
+    key = (id(declared), model_name)
+    found = _EMBEDDED_MODELS.get(key)
+    if found is None:
+        assert declared.embedded_fields is not None
+        model = _model_of_fields(declared.embedded_fields, model_name, (), partial=False)
+        found = _EMBEDDED_MODELS[key] = (declared, model)
+    return found[1]
 
 
 @dataclass(frozen=True)
@@ -127,12 +219,25 @@ class Entity:
     #: older ``created``/``updated`` events to it (see ``model.versions``).
     version: int = 1
     upcasters: Mapping[int, FieldUpcaster] = field(default_factory=dict)
+    #: The field whose value labels a row where another row refers to it (``_refs``).
+    label_field: str | None = None
 
     def __post_init__(self) -> None:
         check_table_name(self.table)
         check_versions(f"entity {self.table!r}", self.version, self.upcasters)
         for name, declared in self.fields.items():
             check_field(self, name, declared)
+        # Bounds are kept in the kind's own type ("2026-01-01" as a date).
+        bounded = {
+            name: check_field_options(f"field {name!r} of entity {self.table!r}", declared)
+            for name, declared in self.fields.items()
+        }
+        object.__setattr__(self, "fields", bounded)
+        if self.label_field is not None and self.label_field not in self.fields:
+            raise DefinitionError(
+                f"entity {self.table!r}: label_field={self.label_field!r} names no field "
+                f"(fields: {sorted(self.fields)})"
+            )
         frozen = check_transitions(self.table, self.fields, self.transitions)
         object.__setattr__(self, "transitions", frozen)
         for index in self.unique:
@@ -144,12 +249,7 @@ class Entity:
 
     def field_python_type(self, name: str) -> Any:
         """The Python type a value of field ``name`` has after validation."""
-        declared = self.fields[name]
-        if declared.kind == "text":
-            return Annotated[Text, StringConstraints(max_length=declared.max_length)]
-        if declared.kind == "select":
-            return Literal[declared.choices]
-        return _PY_TYPES[declared.kind]
+        return python_type(self.fields[name], f"{_camel(self.table)}{_camel(name)}")
 
     def event_upcasters(self, verb: str) -> dict[int, PayloadUpcaster]:
         """The upcasters of its ``verb`` event's payload: the field values of ``created``
@@ -241,6 +341,14 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
             f"{where}: searchable is only allowed on text and long_text fields, "
             f"not on {declared.kind}"
         )
+    if declared.kind in STRUCTURED_KINDS and (declared.sortable or declared.filterable):
+        raise DefinitionError(
+            f"{where}: a {declared.kind} field can be neither sortable nor filterable"
+        )
+    if declared.kind in ("embedded", "embedded_list"):
+        _check_embedded(where, declared)
+    elif declared.embedded_fields is not None:
+        raise DefinitionError(f"{where}: only embedded and embedded_list fields have fields")
     if declared.kind in TEXT_KINDS and declared.personal is None:
         raise DefinitionError(
             f"{where} declares no personal-data stance; pass personal=False, reason='...' "
@@ -272,10 +380,62 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
         )
     check_field_access(declared.read, "read", where)
     check_field_access(declared.write, "write", where)
-    if declared.kind == "select" and not declared.choices:
-        raise DefinitionError(f"{where}: a select field needs at least one choice")
+    if declared.kind in ("select", "multi_select") and not declared.choices:
+        raise DefinitionError(f"{where}: a {declared.kind} field needs at least one choice")
+    if declared.kind == "multi_select" and len(set(declared.choices)) != len(declared.choices):
+        raise DefinitionError(f"{where}: its choices repeat a value")
+    if declared.kind == "reference":
+        if declared.on_delete not in (None, "restrict"):
+            raise DefinitionError(
+                f"{where}: on_delete={declared.on_delete!r} is unknown; use "
+                "on_delete='restrict' (refuse deleting a referenced row) or leave it out"
+            )
+    elif declared.label_field is not None or declared.on_delete is not None:
+        raise DefinitionError(
+            f"{where}: label_field= and on_delete= apply to reference fields only, "
+            f"not to a {declared.kind} field"
+        )
     if declared.kind == "text" and (declared.max_length or 0) < 1:
         raise DefinitionError(f"{where}: max_length must be at least 1")
+
+
+def _check_embedded(where: str, declared: Field) -> None:
+    """An embedded object's fields: plain values under the embedded field's own stance."""
+    inner = declared.embedded_fields
+    if not inner:
+        raise DefinitionError(f"{where}: an {declared.kind} field needs at least one field")
+    holds_text = False
+    for name, sub in inner.items():
+        here = f"{where}, embedded field {name!r}"
+        if not isinstance(sub, Field):
+            raise DefinitionError(f"{here}: declare it with fields.<kind>(...)")
+        if not name.isidentifier() or name.lower() != name:
+            raise DefinitionError(f"{here}: field names are lower-case snake_case identifiers")
+        if sub.kind not in EMBEDDABLE_KINDS:
+            raise DefinitionError(
+                f"{here}: a {sub.kind} field cannot be embedded; use one of "
+                f"{', '.join(sorted(EMBEDDABLE_KINDS))}"
+            )
+        if sub.personal is not None or sub.read is not None or sub.write is not None:
+            raise DefinitionError(
+                f"{here}: personal=, read= and write= are declared on the embedded field "
+                "itself, for all its fields"
+            )
+        if sub.sortable or sub.filterable or sub.searchable or sub.read_as_instruction:
+            raise DefinitionError(
+                f"{here}: an embedded field is not sortable, filterable, searchable or "
+                "read as an instruction"
+            )
+        if sub.kind == "text" and (sub.max_length or 0) < 1:
+            raise DefinitionError(f"{here}: max_length must be at least 1")
+        if sub.kind in ("select", "multi_select") and not sub.choices:
+            raise DefinitionError(f"{here}: a {sub.kind} field needs at least one choice")
+        holds_text = holds_text or sub.kind in TEXT_KINDS
+    if holds_text and declared.personal is None:
+        raise DefinitionError(
+            f"{where} holds text and declares no personal-data stance; pass personal=False, "
+            "reason='...' or personal='self' | 'tenant' | {'of': '<field>'}"
+        )
 
 
 def _payload_upcaster(upcaster: FieldUpcaster, verb: str, key: str | None) -> PayloadUpcaster:
@@ -294,11 +454,24 @@ def _camel(table: str) -> str:
 def _build_model(
     entity: Entity, model_name: str, excluded: Collection[str], *, partial: bool
 ) -> type[BaseModel]:
+    return _model_of_fields(
+        entity.fields, model_name, excluded, partial=partial, prefix=_camel(entity.table)
+    )
+
+
+def _model_of_fields(
+    fields: Mapping[str, Field],
+    model_name: str,
+    excluded: Collection[str],
+    *,
+    partial: bool,
+    prefix: str | None = None,
+) -> type[BaseModel]:
     definitions: dict[str, Any] = {}
-    for name, declared in entity.fields.items():
+    for name, declared in fields.items():
         if name in excluded:
             continue
-        python_type = entity.field_python_type(name)
+        field_type = python_type(declared, f"{prefix or model_name}{_camel(name)}")
         extra: dict[str, JsonValue] = {}
         if declared.is_personal:
             extra["x-personal"] = True
@@ -309,14 +482,15 @@ def _build_model(
             extra["x-asanoha-read"] = declared.read.describe()
         if declared.write is not None:
             extra["x-asanoha-write"] = declared.write.describe()
+        extra.update(json_schema_of(declared))
         info = PydanticField(description=declared.description, json_schema_extra=extra or None)
         if declared.required and not partial and not declared.has_default:
-            definitions[name] = (python_type, info)
+            definitions[name] = (field_type, info)
         elif declared.required:
             # Optional to send, but never null: an omitted value is simply not set.
-            definitions[name] = (python_type, _with_default(info, None))
+            definitions[name] = (field_type, _with_default(info, None))
         else:
-            definitions[name] = (python_type | None, _with_default(info, None))
+            definitions[name] = (field_type | None, _with_default(info, None))
     model: type[BaseModel] = create_model(
         model_name, __config__=ConfigDict(extra="forbid"), **definitions
     )

@@ -26,6 +26,12 @@ FieldKind = Literal[
     "timestamp",
     "date",
     "reference",
+    "multi_select",
+    "timezone",
+    "money",
+    "embedded",
+    "embedded_list",
+    "located_timestamp",
 ]
 #: ``False`` (with a reason), the subject themself, the tenant, or the subject named by a field.
 PersonalStance = Literal[False, "self", "tenant"] | Mapping[str, str] | None
@@ -36,6 +42,38 @@ EventPii = Literal["none"] | Mapping[str, PersonalStance]
 TEXT_KINDS: frozenset[str] = frozenset({"text", "long_text"})
 INSTRUCTION_KINDS: frozenset[str] = frozenset({"text", "long_text", "json"})
 DEFAULT_TEXT_LENGTH = 200
+#: The kinds ``min=``/``max=`` bound (their values are ordered).
+ORDERED_KINDS: frozenset[str] = frozenset({"integer", "number", "decimal", "date", "timestamp"})
+#: The kinds whose values are lists (``min_items=``/``max_items=`` bound them).
+LIST_KINDS: frozenset[str] = frozenset({"multi_select", "embedded_list"})
+#: The kinds whose values are JSON objects or lists: neither sortable nor filterable.
+STRUCTURED_KINDS: frozenset[str] = frozenset(
+    {"multi_select", "money", "embedded", "embedded_list", "located_timestamp"}
+)
+#: The kinds a field of an embedded object may have.
+EMBEDDABLE_KINDS: frozenset[str] = frozenset(
+    {
+        "text",
+        "long_text",
+        "integer",
+        "number",
+        "decimal",
+        "boolean",
+        "select",
+        "multi_select",
+        "date",
+        "timestamp",
+        "timezone",
+        "money",
+        "located_timestamp",
+    }
+)
+#: What ``format=`` on a text field checks.
+TextFormat = Literal["email", "url", "phone"]
+TEXT_FORMATS: frozenset[str] = frozenset({"email", "url", "phone"})
+#: What deleting a referenced row does: ``"restrict"`` refuses it while live rows refer to
+#: it (409 ``delete_restricted``); ``None`` lets the reference dangle.
+OnDelete = Literal["restrict"] | None
 
 
 class _Missing:
@@ -63,6 +101,20 @@ class Field:
     max_length: int | None = None
     choices: tuple[str, ...] = ()
     references: str | None = None
+    #: A reference's label in ``_refs``: this field of the referenced row (else the
+    #: referenced entity's ``label_field``).
+    label_field: str | None = None
+    on_delete: OnDelete = None
+    #: A text field's format (checked at write, stated in the OpenAPI document).
+    format: TextFormat | None = None
+    #: Bounds of an ordered value (a number, date or timestamp), both inclusive.
+    min: Any = None
+    max: Any = None
+    #: Bounds of a list's length.
+    min_items: int | None = None
+    max_items: int | None = None
+    #: The fields of an ``embedded`` object (of each item of an ``embedded_list``).
+    embedded_fields: Mapping[str, Field] | None = None
     description: str | None = None
     #: Who may read the field: others get rows without it. ``None``: whoever reads the row.
     read: Access | None = None
@@ -104,10 +156,13 @@ def text(
     description: str | None = None,
     read: Access | None = None,
     write: Access | None = None,
+    format: TextFormat | None = None,
 ) -> Field:
-    """A short text (at most ``max_length`` characters, 200 by default)."""
+    """A short text (at most ``max_length`` characters, 200 by default); ``format=`` checks
+    it is an email address, an http(s) URL or an international phone number."""
     return _field(
         "text",
+        format=format,
         max_length=max_length,
         required=required,
         default=default,
@@ -188,9 +243,17 @@ def _scalar(kind: FieldKind) -> Any:
         description: str | None = None,
         read: Access | None = None,
         write: Access | None = None,
+        min: Any = None,
+        max: Any = None,
+        format: TextFormat | None = None,
     ) -> Field:
+        # ``format=`` is taken by every constructor so that a misplaced one is refused by
+        # the entity's check, naming the field, rather than as an unknown argument.
         return _field(
             kind,
+            min=min,
+            max=max,
+            format=format,
             required=required,
             default=default,
             sortable=sortable,
@@ -243,9 +306,163 @@ def select(
     )
 
 
+def multi_select(
+    choices: Sequence[str],
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """A list of distinct values out of ``choices`` (stored as a JSON list)."""
+    return _field(
+        "multi_select",
+        choices=tuple(choices),
+        required=required,
+        default=default,
+        min_items=min_items,
+        max_items=max_items,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def timezone(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    filterable: bool = False,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An IANA time zone name (``Europe/Berlin``), checked against the zone database."""
+    return _field(
+        "timezone",
+        required=required,
+        default=default,
+        filterable=filterable,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def money(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min: Any = None,
+    max: Any = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An amount in a currency: ``{"amount": "12.34", "currency": "EUR"}`` on the wire,
+    minor units and the currency in the column (see ``model.money``). ``min=``/``max=``
+    bound the amount (decimal text), whatever the currency."""
+    return _field(
+        "money",
+        required=required,
+        default=default,
+        min=min,
+        max=max,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def located_timestamp(
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min: Any = None,
+    max: Any = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An instant with its zone: ``{"at": "<wall-clock time>", "tz": "<IANA zone>"}`` in,
+    ``{"at", "tz", "utc"}`` out (see ``model.located_time``); ``min=``/``max=`` bound the
+    instant."""
+    return _field(
+        "located_timestamp",
+        required=required,
+        default=default,
+        min=min,
+        max=max,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def embedded(
+    of: Mapping[str, Field],
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """A typed object with the fields ``of`` (stored as JSON, replaced whole on update).
+    Its own fields state no personal stance: the embedded field states it for all of them
+    (needed when one is text)."""
+    return _field(
+        "embedded",
+        embedded_fields=dict(of),
+        required=required,
+        default=default,
+        personal=personal,
+        reason=reason,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def embedded_list(
+    of: Mapping[str, Field],
+    *,
+    required: bool = False,
+    default: Any = MISSING,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    personal: PersonalStance = None,
+    reason: str | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """A list of typed objects with the fields ``of`` (see ``embedded``)."""
+    return _field(
+        "embedded_list",
+        embedded_fields=dict(of),
+        required=required,
+        default=default,
+        min_items=min_items,
+        max_items=max_items,
+        personal=personal,
+        reason=reason,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
 def reference(
     entity: str,
     *,
+    label_field: str | None = None,
+    on_delete: OnDelete = None,
     required: bool = False,
     filterable: bool = False,
     description: str | None = None,
@@ -253,10 +470,16 @@ def reference(
     read: Access | None = None,
     write: Access | None = None,
 ) -> Field:
-    """The id of a row of another entity."""
+    """The id of a row of another entity (``"<feature>:<entity>"``, or ``"<entity>"`` of the
+    same feature), which must exist in the caller's tenant when written. Lists and details
+    answer ``_refs``: each referenced id with the value of ``label_field`` (here, or the
+    referenced entity's). ``on_delete="restrict"``: the referenced row cannot be deleted
+    while live rows refer to it."""
     return _field(
         "reference",
         references=entity,
+        label_field=label_field,
+        on_delete=on_delete,
         required=required,
         filterable=filterable,
         description=description,

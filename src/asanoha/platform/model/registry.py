@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.aggregates import AggregateDef, resolve_handlers
 from asanoha.platform.model.feature import Feature
+from asanoha.platform.model.fields import OnDelete
 from asanoha.platform.model.handlers import (
     ConsumerDef,
     EntityDef,
@@ -23,6 +25,18 @@ from asanoha.platform.model.names import parse_qn
 from asanoha.platform.model.projections import ProjectionDef
 
 _Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference field resolved: the entity that holds it, its name, the entity it refers
+    to, the field that labels a referenced row (``None``: no label) and ``on_delete``."""
+
+    entity: EntityDef
+    field: str
+    target: EntityDef
+    label_field: str | None
+    on_delete: OnDelete
 
 
 class Registry:
@@ -55,6 +69,7 @@ class Registry:
         self._check_triggers()
         self._resolve_aggregates()
         self._collect_projections()
+        self._references = self._resolve_references()
         for feature in self.features:
             feature.freeze()
         self._by_trigger: dict[str, tuple[JobDef, ...]] = {}
@@ -129,6 +144,35 @@ class Registry:
                 if event not in self._events:
                     raise DefinitionError(f"{consumer.qn}: on= names undeclared event {event!r}")
 
+    def _resolve_references(self) -> dict[str, tuple[Reference, ...]]:
+        """Every reference field with the entity it names and the field that labels it."""
+        found: dict[str, tuple[Reference, ...]] = {}
+        for key, entity_def in self._entities.items():
+            resolved = []
+            for name, declared in entity_def.entity.fields.items():
+                if declared.kind != "reference":
+                    continue
+                where = (
+                    f"feature {entity_def.feature!r}, entity {entity_def.name!r}, field {name!r}"
+                )
+                named = str(declared.references)
+                target_key = named if ":" in named else f"{entity_def.feature}:{named}"
+                target = self._entities.get(target_key)
+                if target is None:
+                    raise DefinitionError(
+                        f"{where}: reference({named!r}) names no registered entity; name it "
+                        "'<feature>:<entity>' (or '<entity>' of the same feature)"
+                    )
+                label = declared.label_field or target.entity.label_field
+                if label is not None and label not in target.entity.fields:
+                    raise DefinitionError(
+                        f"{where}: label_field={label!r} names no field of {target_key} "
+                        f"(fields: {sorted(target.entity.fields)})"
+                    )
+                resolved.append(Reference(entity_def, name, target, label, declared.on_delete))
+            found[key] = tuple(resolved)
+        return found
+
     def _collect_projections(self) -> None:
         tables = {entity_def.entity.table: entity_def.key for entity_def in self.entities}
         for feature in self.features:
@@ -157,6 +201,19 @@ class Registry:
                 self._aggregates[aggregate.key] = dataclasses.replace(aggregate, handlers=handlers)
 
     # -- lookups ----------------------------------------------------------------------------
+
+    def references(self, entity_key: str) -> tuple[Reference, ...]:
+        """The reference fields of the entity ``feature:name``."""
+        return self._references.get(entity_key, ())
+
+    def referrers(self, entity_key: str) -> tuple[Reference, ...]:
+        """The reference fields of every entity that refer to ``feature:name``."""
+        return tuple(
+            reference
+            for references in self._references.values()
+            for reference in references
+            if reference.target.key == entity_key
+        )
 
     def handler(self, qn: str) -> HandlerDef:
         """The write or query handler ``qn``; ``KeyError`` when there is none."""

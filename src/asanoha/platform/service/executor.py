@@ -27,6 +27,8 @@ from asanoha.platform.errors import (
 )
 from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.crud import MAX_LIST_OFFSET
+from asanoha.platform.model.field_rules import check_values
+from asanoha.platform.model.registry import Reference
 from asanoha.platform.model.transitions import check_move
 from asanoha.platform.personal import entities as personal_entities
 from asanoha.platform.personal.blind_index import (
@@ -35,7 +37,14 @@ from asanoha.platform.personal.blind_index import (
     blind_indexed_fields,
 )
 from asanoha.platform.personal.vault import PersonalData, Vault
-from asanoha.platform.service import erasure, field_access, gates, ownership, provenance
+from asanoha.platform.service import (
+    erasure,
+    field_access,
+    gates,
+    ownership,
+    provenance,
+    references,
+)
 from asanoha.platform.service.event_metadata import event_metadata
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.request import Request
@@ -110,6 +119,49 @@ class EntityReader:
         if not self._owns(row, "read"):
             return None
         return self._shown([row])[0]
+
+    def refs(self, rows: Sequence[Row]) -> dict[str, Any]:
+        """``_refs`` of ``rows``: each id their labelled reference fields hold, with its
+        row's label, as the caller may read it. One query per referenced entity and label
+        field, whatever the number of rows."""
+        wanted: dict[tuple[str, str], set[uuid.UUID]] = {}
+        for reference in self._labelled_references:
+            assert reference.label_field is not None
+            ids = wanted.setdefault((reference.target.key, reference.label_field), set())
+            ids.update(row[reference.field] for row in rows if row.get(reference.field))
+        labels: dict[str, Any] = {}
+        for (target_key, label_field), ids in wanted.items():
+            if not ids:
+                continue
+            target = self._env.registry.entity(target_key)
+            reader = EntityReader(
+                self._env, self._conn, target, self._user, self._request, self._handler_qn
+            )
+            labels.update(reader._labels(ids, label_field))
+        return labels
+
+    def with_refs(self, row: Row) -> Row:
+        """``row`` with its ``_refs`` (see ``refs``) when the entity has labelled references."""
+        if not self._labelled_references:
+            return row
+        return {**row, "_refs": self.refs([row])}
+
+    @functools.cached_property
+    def _labelled_references(self) -> tuple[Reference, ...]:
+        references_ = self._env.registry.references(self.entity_def.key)
+        return tuple(reference for reference in references_ if reference.label_field)
+
+    def _labels(self, ids: Iterable[uuid.UUID], label_field: str) -> dict[str, Any]:
+        """The ``label_field`` value of each of ``ids`` the caller may read (live rows of its
+        tenant that it owns, a label field it may read)."""
+        if label_field in self._hidden:
+            return {}
+        query = self._scoped(select(self._table)).where(self._table.c.id.in_(sorted(ids)))
+        if self.entity_def.entity.soft_delete:
+            query = query.where(self._table.c.is_deleted.is_(False))
+        found = self._reveal([dict(r) for r in self._conn.execute(query).mappings()])
+        owned = [row for row in found if self._owns(row, "read")]
+        return {str(row["id"]): row[label_field] for row in self._shown(owned)}
 
     def get(self, id: uuid.UUID | str) -> Row:
         """The row; ``NotFoundError`` when there is none."""
@@ -201,6 +253,8 @@ class EntityReader:
         if rule is not None and not rule.is_column:
             page, next_cursor = self._owned_page(query, keys, digest, rows, limit, rule)
         result: dict[str, Any] = {"rows": self._shown(page), "next_cursor": next_cursor}
+        if self._labelled_references:
+            result["_refs"] = self.refs(result["rows"])
         if with_total and rule is not None and not rule.is_column:
             # A function owner is asked of every matching row: its count reads them all.
             matching = self._reveal(
@@ -505,9 +559,11 @@ class EntityExecutor(EntityReader):
                 values[name] = default() if callable(default) else default
         values = self._run_pre_save(values, None, is_new=True, model=entity.create_model())
         self._run_validate(values, None, is_new=True)
+        self._check_field_rules(values)
         self._check_write_gates("create", values)
         self._check_transitions(None, values)
         self._check_field_writes("create", given, frozenset(given) - frozenset(filled))
+        self._check_references(values)
         return self._record(  # type: ignore[return-value]
             str(stream_id),
             0,
@@ -545,9 +601,11 @@ class EntityExecutor(EntityReader):
             )
         values = self._run_pre_save(values, row, is_new=False, model=model)
         self._run_validate(values, row, is_new=False)
+        self._check_field_rules(values)
         self._check_write_gates("update", values)
         self._check_transitions(row, values)
         self._check_field_writes("update", given, frozenset(given))
+        self._check_references(values)
         return self._record(  # type: ignore[return-value]
             str(row["id"]),
             row["version"],
@@ -562,6 +620,14 @@ class EntityExecutor(EntityReader):
         if hard:
             gates.check_irreversible(self._request, "delete", entity=self.entity_def.key)
         row = self._load_live(id, for_update=True)
+        references.check_delete_allowed(
+            self._conn,
+            self._env.tables,
+            self._env.registry,
+            self.entity_def,
+            self._user.tenant_id,
+            row["id"],
+        )
         for hook in self._env.registry.hooks("pre_delete", self.entity_def.key):
             hook(dict(row), self)
         projected = self._record(str(row["id"]), row["version"], "deleted", {"hard": hard})
@@ -580,6 +646,8 @@ class EntityExecutor(EntityReader):
             raise ConflictError(
                 Reasons.ENTITY_NOT_DELETED, entity=self.entity_def.key, id=str(row["id"])
             )
+        # A restored row refers again: what it refers to must still be there.
+        self._check_references(row)
         return self._record(str(row["id"]), row["version"], "restored", {})  # type: ignore[return-value]
 
     def forget(self, id: uuid.UUID | str) -> Row:
@@ -671,6 +739,21 @@ class EntityExecutor(EntityReader):
         transitions = self.entity_def.entity.transitions
         if transitions and not self._moves_freely:
             check_move(self.entity_def.key, transitions, previous, values)
+
+    def _check_field_rules(self, values: Mapping[str, Any]) -> None:
+        """The fields' format=, min=/max= and min_items=/max_items= (see ``field_rules``)."""
+        check_values(self.entity_def.key, self.entity_def.entity.fields, values)
+
+    def _check_references(self, values: Mapping[str, Any]) -> None:
+        """Written references name live rows of the tenant (see ``service.references``)."""
+        references.check_references_exist(
+            self._conn,
+            self._env.tables,
+            self._env.registry,
+            self.entity_def,
+            self._user.tenant_id,
+            values,
+        )
 
     def _check_write_gates(self, verb: str, values: Mapping[str, Any]) -> None:
         gates.check_public_intake(

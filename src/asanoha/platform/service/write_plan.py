@@ -28,6 +28,8 @@ from asanoha.platform.model import (
 )
 from asanoha.platform.model.agent import resolve_agent_exposure
 from asanoha.platform.model.agent_hints import derive_tool_hints
+from asanoha.platform.model.field_rules import has_rules
+from asanoha.platform.service.references import restricting
 from asanoha.platform.service.request import EntryHandler
 
 
@@ -171,12 +173,12 @@ def _executor_steps(registry: Registry, handler: HandlerDef) -> list[PlanStep]:
             PlanStep(
                 "executor",
                 "service/executor.py",
-                "per entity verb: transitions, field access, gates, sealing and intake, "
-                "append and project (the entity row, then the declared projections that "
-                "follow the event)",
+                "per entity verb: field rules, transitions, field access, references, gates, "
+                "sealing and intake, append and project (the entity row, then the declared "
+                "projections that follow the event)",
             )
         ]
-    steps = _entity_steps(entity_def, str(verb))
+    steps = _entity_steps(registry, entity_def, str(verb))
     past = {"create": "created", "update": "updated", "delete": "deleted", "restore": "restored"}
     followers = registry.projections_on(entity_def.event_qn(past.get(str(verb), str(verb))))
     if followers:
@@ -190,7 +192,7 @@ def _executor_steps(registry: Registry, handler: HandlerDef) -> list[PlanStep]:
     return steps
 
 
-def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
+def _entity_steps(registry: Registry, entity_def: EntityDef, verb: str) -> list[PlanStep]:
     """The executor's steps for ``verb`` of ``entity_def``, in the order it runs them."""
     entity = entity_def.entity
     key = entity_def.key
@@ -203,6 +205,15 @@ def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
                 f"defaults, pre-save and validate hooks of {key}",
             )
         )
+        bounded = sorted(name for name, f in entity.fields.items() if has_rules(f))
+        if bounded:
+            steps.append(
+                PlanStep(
+                    "field_rules",
+                    "model/field_rules.py",
+                    f"format, min/max and item bounds of {', '.join(bounded)} (422)",
+                )
+            )
         gated = []
         flagged = sorted(instruction_fields(entity))
         if flagged:
@@ -219,6 +230,16 @@ def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
         steps.append(
             PlanStep("field_access", "service/field_access.py", "each field's write= rule")
         )
+        referring = registry.references(key)
+        if referring:
+            named = ", ".join(f"{ref.field} -> {ref.target.key}" for ref in referring)
+            steps.append(
+                PlanStep(
+                    "references",
+                    "service/references.py",
+                    f"{named}: a live row of the tenant, read in the transaction (422)",
+                )
+            )
         if personal:
             steps.append(
                 PlanStep(
@@ -230,6 +251,21 @@ def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:
     elif verb == "delete" and not entity.soft_delete:
         steps.append(
             PlanStep("gates", "service/gates.py", "a hard delete needs a high-risk entry handler")
+        )
+    if verb == "delete" and restricting(registry, entity_def):
+        blocking = ", ".join(
+            f"{ref.entity.key}.{ref.field}" for ref in restricting(registry, entity_def)
+        )
+        steps.append(
+            PlanStep(
+                "delete_restrict",
+                "service/references.py",
+                f"refused while live rows refer to it through {blocking} (409)",
+            )
+        )
+    if verb == "restore" and registry.references(key):
+        steps.append(
+            PlanStep("references", "service/references.py", "what the row refers to is live")
         )
     steps.append(
         PlanStep(

@@ -36,6 +36,11 @@ def encode_value(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, decimal.Decimal | uuid.UUID):
         return str(value)
+    # Embedded objects and their lists hold values of these kinds too.
+    if isinstance(value, dict):
+        return {key: encode_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [encode_value(item) for item in value]
     return value
 
 

@@ -32,7 +32,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from asanoha.platform.model import EntityDef, Registry
+from asanoha.platform.model import EntityDef, Registry, money
 from asanoha.platform.model.fields import Field
 from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
 from asanoha.platform.store.append_only import refuse_payload_updates
@@ -96,6 +96,23 @@ class ExactDecimal(TypeDecorator[decimal.Decimal]):
         return decimal.Decimal(str(value))
 
 
+class MoneyColumn(TypeDecorator[Any]):
+    """A money value: ``{"amount": "12.34", "currency": "EUR"}`` in and out, stored as
+    ``{"minor": 1234, "currency": "EUR"}`` (JSON; see ``model.money``)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        return dialect.type_descriptor(JSONB() if dialect.name == "postgresql" else JSON())
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else money.to_stored(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else money.from_stored(value)
+
+
 def _column_type(declared: Field) -> TypeEngine[Any]:
     mapping: dict[str, TypeEngine[Any]] = {
         "text": String(declared.max_length or 200),
@@ -109,6 +126,12 @@ def _column_type(declared: Field) -> TypeEngine[Any]:
         "timestamp": Timestamp,
         "date": Date(),
         "reference": Uuid(),
+        "multi_select": Json,
+        "timezone": String(64),
+        "money": MoneyColumn(),
+        "embedded": Json,
+        "embedded_list": Json,
+        "located_timestamp": Json,
     }
     return mapping[declared.kind]
 
