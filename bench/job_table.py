@@ -37,14 +37,9 @@ from sqlalchemy import event
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
 from _results import Figure, at_most, write_figures
 from asanoha import App, Feature, SessionUser, Settings
-from asanoha.platform.service.outbox import (
-    OutboxMessage,
-    count_unfinished,
-    due_backlog,
-    relay_outbox,
-    resend_lost_messages,
-)
-from asanoha.workers.job_rows import AttemptEnd, Claim, JobRows, job_rows_for
+from asanoha.platform.jobs.attempts import AttemptEnd, Claim, JobRows, job_rows_for
+from asanoha.platform.jobs.publishing import relay_outbox, resend_lost_messages
+from asanoha.platform.service.outbox import OutboxMessage, count_unfinished, due_backlog
 
 FEATURE = "jobtable"
 JOB_QN = f"{FEATURE}:job:noop"

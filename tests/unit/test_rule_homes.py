@@ -81,7 +81,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "placing and publishing job rows": (
         frozenset(
             {
-                "asanoha.platform.service.job_concurrency.place",
+                "asanoha.platform.jobs.enqueue.place",
                 "asanoha.platform.service.outbox.publish_messages",
             }
         ),

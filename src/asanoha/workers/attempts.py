@@ -21,23 +21,7 @@ from typing import Any, Literal, NoReturn
 from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
 
-from asanoha.platform.model import JobCancelled, JobDef, Snooze
-from asanoha.platform.personal import redaction
-from asanoha.platform.personal.vault import carried, carry
-from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
-from asanoha.platform.service.outbox import (
-    CANCELLED,
-    FAILED,
-    PENDING,
-    RUNNING,
-    SUCCEEDED,
-    mark_published,
-    relay_time,
-)
-from asanoha.platform.settings import Settings
-from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
-from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
-from asanoha.workers.job_rows import (
+from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
     ClaimLimit,
@@ -49,6 +33,16 @@ from asanoha.workers.job_rows import (
     new_claim_token,
     sanitize_error,
 )
+from asanoha.platform.jobs.clocks import relay_time
+from asanoha.platform.jobs.publishing import mark_published
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
+from asanoha.platform.model import JobCancelled, JobDef, Snooze
+from asanoha.platform.personal import redaction
+from asanoha.platform.personal.vault import carried, carry
+from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
+from asanoha.platform.settings import Settings
+from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
+from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.retry_policy import (
     HARD_LIMIT_GRACE,
     broker_countdown_limit,
