@@ -6,9 +6,9 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, func, update
+from sqlalchemy import Connection, func, select, update
 
-from asanoha.platform.jobs import guards
+from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time, relay_time_now
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING
 from asanoha.platform.store import Tables
@@ -31,6 +31,7 @@ def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: s
             .where(outbox.c.id == job_id, outbox.c.state == PENDING)
             .values(state=CANCELLED, finished_at=func.now(), claim_token=None)
         )
+        wake_next_of_keys(conn, tables, job_id)
         return CANCELLED
     if state == RUNNING:
         conn.execute(
@@ -39,6 +40,36 @@ def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: s
             .values(cancel_requested=True)
         )
     return state
+
+
+def wake_next_of_keys(conn: Connection, tables: Tables, job_id: uuid.UUID) -> int:
+    """Make the oldest row waiting for each key of the row ``job_id`` due for the relay:
+    that row, pending, may have been what its key's next row waited for, and no end of it
+    will wake them now. Returns how many were woken (a woken row whose key is still busy
+    waits again)."""
+    outbox = tables.outbox
+    keys = conn.execute(
+        select(outbox.c.concurrency_key, outbox.c.slot_key).where(outbox.c.id == job_id)
+    ).first()
+    if keys is None:
+        return 0
+    woken = 0
+    for column, key in ((outbox.c.concurrency_key, keys[0]), (outbox.c.slot_key, keys[1])):
+        if not key:
+            continue
+        oldest = conn.execute(
+            select(outbox.c.id)
+            .where(column == key, guards.waiting(outbox))
+            .order_by(outbox.c.created_at, outbox.c.id)
+            .limit(1)
+        ).scalar()
+        if oldest is not None:
+            woken += conn.execute(
+                update(outbox)
+                .where(outbox.c.id == oldest, guards.waiting(outbox))
+                .values(relay_after=relay_time_now(outbox, clocks.now()), claim_token=None)
+            ).rowcount
+    return woken
 
 
 def cancel_key(conn: Connection, tables: Tables, key: str) -> None:

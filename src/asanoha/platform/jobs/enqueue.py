@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, and_, insert, or_, select, text, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time
 from asanoha.platform.jobs.control import cancel_key
 from asanoha.platform.jobs.message import OutboxMessage
-from asanoha.platform.jobs.states import PENDING, RUNNING, SUCCEEDED
+from asanoha.platform.jobs.states import PENDING, RUNNING, SUCCEEDED, WAITING_TOKEN
 from asanoha.platform.model import JobDef
 from asanoha.platform.model.concurrency import key_value, stored_key, tenant_slot_key
 from asanoha.platform.personal.vault import seal_known
@@ -57,6 +57,17 @@ def place(
         cancel_key(conn, tables, key)
     elif job.concurrency.mode == "debounce":
         return _debounce(conn, tables, message, job.concurrency.seconds or 0.0)
+    elif (
+        job.concurrency.mode == "sequential"
+        and message.by_broker
+        and message.countdown <= 0
+        and _key_busy(conn, tables, key)
+    ):
+        # Its claim would find the key busy: the row waits unpublished from the start, and
+        # the end that frees the key wakes it (one delivery per row, not one to find the
+        # key busy and another when woken).
+        write_outbox(conn, tables, [message], waiting=True)
+        return Placement(message.id, None)
     write_outbox(conn, tables, [message])
     return Placement(message.id, message)
 
@@ -97,14 +108,27 @@ def answering_row(
     return None
 
 
-def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMessage]) -> None:
-    """Insert ``messages`` as pending job rows in the caller's transaction."""
+def write_outbox(
+    conn: Connection,
+    tables: Tables,
+    messages: Sequence[OutboxMessage],
+    *,
+    waiting: bool = False,
+) -> None:
+    """Insert ``messages`` as pending job rows in the caller's transaction. ``waiting``:
+    rows that wait for their key (``guards.waiting``), woken by the end that frees it; the
+    relay sends them only should that wake be lost (``clocks.WAKE_LOST_AFTER``)."""
     if not messages:
         return
     now = clocks.now()
     rows = []
     for message in messages:
         not_before = now + dt.timedelta(seconds=message.countdown)
+        relay_after = (
+            now + dt.timedelta(seconds=clocks.WAKE_LOST_AFTER)
+            if waiting
+            else relay_time(not_before, by_broker=message.by_broker)
+        )
         rows.append(
             {
                 "id": message.id,
@@ -118,7 +142,8 @@ def write_outbox(conn: Connection, tables: Tables, messages: Sequence[OutboxMess
                 "not_before": not_before,
                 # Its writer publishes it right after commit; held in the row, the relay
                 # publishes it once it is due.
-                "relay_after": relay_time(not_before, by_broker=message.by_broker),
+                "relay_after": relay_after,
+                "claim_token": WAITING_TOKEN if waiting else None,
                 "created_at": now,
                 "publish_attempts": 0,
                 "idempotency_key": message.idempotency_key,
@@ -144,6 +169,18 @@ def _lock_id(key: str) -> int:
     # A signed 64-bit id from the key's digest; the high bit must stay inside a bigint.
     value = int(key[:16], 16)
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _key_busy(conn: Connection, tables: Tables, key: str) -> bool:
+    """Whether a claim of a new row of the ``sequential`` key ``key`` would find it busy:
+    an attempt of it running, or an older row of it due (see ``attempts.JobRows``)."""
+    outbox = tables.outbox
+    busy = or_(
+        outbox.c.state == RUNNING,
+        and_(outbox.c.state == PENDING, guards.due(outbox, clocks.now())),
+    )
+    query = select(outbox.c.id).where(outbox.c.concurrency_key == key, busy).limit(1)
+    return conn.execute(query).first() is not None
 
 
 def _first_row(
