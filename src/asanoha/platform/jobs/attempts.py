@@ -40,7 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.jobs import guards
+from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import (
     RELAY_GRACE,
     WAKE_LOST_AFTER,
@@ -397,7 +397,7 @@ class JobRows:
         its time (``early``).
         """
         token = token or new_claim_token()
-        started = dt.datetime.now(dt.UTC)
+        started = clocks.now()
         if limit is not None:
             held = limit
             return once_more_after_disconnect(
@@ -543,7 +543,7 @@ class JobRows:
         it crashed; the run row is written all the same). Idempotent for a claim with a
         token: sent again after a committed end, it returns ``True`` and writes nothing.
         """
-        finished = dt.datetime.now(dt.UTC)
+        finished = clocks.now()
         return once_more_after_disconnect(
             lambda: self._end_once(row_id, job_qn, tenant_id, attempt, claim, end, finished)
         )
@@ -637,14 +637,14 @@ class JobRows:
         once_more_after_disconnect(write)
 
     def _park_values(self, row_id: uuid.UUID, row_attempt: int) -> dict[str, Any]:
-        again = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._wake_lost_after)
+        again = clocks.now() + dt.timedelta(seconds=self._wake_lost_after)
         return {"row_id": row_id, "park_attempt": row_attempt, "park_again": again}
 
     def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
         """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
         its keys, made due (its message is the caller's to publish; the relay sends it
         should the caller not)."""
-        relay_after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=RELAY_GRACE)
+        relay_after = clocks.now() + dt.timedelta(seconds=RELAY_GRACE)
 
         def write() -> list[WaitingRow]:
             with self._engine.begin() as conn:
@@ -681,7 +681,7 @@ class JobRows:
 
     def refuse(self, row_id: uuid.UUID, job_qn: str, attempt: int, error: str) -> None:
         """Record a delivery that must not run (no job row, no tenant) as failed for good."""
-        now = dt.datetime.now(dt.UTC)
+        now = clocks.now()
         outbox = self._tables.outbox
         with self._engine.begin() as conn:
             conn.execute(
@@ -759,7 +759,7 @@ def recover_lost_attempts(
     relay, or the job fails when no retry is left.
     """
     outbox, runs = tables.outbox, tables.job_runs
-    now = dt.datetime.now(dt.UTC)
+    now = clocks.now()
     cutoff = now - dt.timedelta(seconds=older_than)
     query = (
         select(

@@ -40,6 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
+from asanoha.platform.jobs import clocks
 from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
@@ -164,7 +165,7 @@ class PostgresJobRows(JobRows):
         if limit is not None:
             # Counting a key's running attempts takes a transaction and the key's lock.
             return super().claim(row_id, attempt, token, lane=lane, limit=limit)
-        started = dt.datetime.now(dt.UTC)
+        started = clocks.now()
         token = token or new_claim_token()
         params = self._claim_params(row_id, attempt, token, started, lane)
 
@@ -200,7 +201,7 @@ class PostgresJobRows(JobRows):
         end: AttemptEnd,
     ) -> bool:
         """See ``JobRows.end``."""
-        finished = dt.datetime.now(dt.UTC)
+        finished = clocks.now()
         params = self._end_params(row_id, attempt, claim, end, finished)
         for name, value in self._run_values(
             row_id, job_qn, tenant_id, attempt, claim, end, finished

@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time, relay_time_now
@@ -29,7 +29,7 @@ def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: s
         conn.execute(
             update(outbox)
             .where(outbox.c.id == job_id, outbox.c.state == PENDING)
-            .values(state=CANCELLED, finished_at=func.now(), claim_token=None)
+            .values(state=CANCELLED, finished_at=clocks.now(), claim_token=None)
         )
         wake_next_of_keys(conn, tables, job_id)
         return CANCELLED
@@ -79,7 +79,7 @@ def cancel_key(conn: Connection, tables: Tables, key: str) -> None:
     conn.execute(
         update(outbox)
         .where(outbox.c.concurrency_key == key, outbox.c.state == PENDING)
-        .values(state=CANCELLED, finished_at=func.now(), claim_token=None)
+        .values(state=CANCELLED, finished_at=clocks.now(), claim_token=None)
     )
     conn.execute(
         update(outbox)

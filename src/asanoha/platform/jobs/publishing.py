@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
-from asanoha.platform.jobs import guards
+from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time_now
 from asanoha.platform.jobs.message import OutboxMessage, OutboxPublisher, publish_each
 from asanoha.platform.jobs.states import PENDING
@@ -42,7 +42,7 @@ def mark_published(
     with database.begin() as conn:
         for messages, values in (
             (sent, {"published_at": func.now()}),
-            (failed, {"relay_after": relay_time_now(outbox, dt.datetime.now(dt.UTC))}),
+            (failed, {"relay_after": relay_time_now(outbox, clocks.now())}),
         ):
             groups = sorted({(message.attempt, message.row_token or "") for message in messages})
             for attempt, token in groups:
@@ -79,7 +79,7 @@ def relay_outbox(
     worker fleet share the work instead of sending a row twice.
     """
     outbox = tables.outbox
-    now = dt.datetime.now(dt.UTC)
+    now = clocks.now()
     query = (
         select(
             outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.not_before, outbox.c.priority
@@ -164,7 +164,7 @@ def requeue_unclaimed(conn: Connection, tables: Tables) -> int:
     result = conn.execute(
         update(outbox)
         .where(outbox.c.state == PENDING, outbox.c.published_at.is_not(None))
-        .values(published_at=None, relay_after=relay_time_now(outbox, dt.datetime.now(dt.UTC)))
+        .values(published_at=None, relay_after=relay_time_now(outbox, clocks.now()))
     )
     return int(result.rowcount or 0)
 
@@ -200,7 +200,7 @@ def resend_lost_messages(
     the relays of a fleet take turns: the second counts after the first committed its copies.
     """
     outbox = tables.outbox
-    now = dt.datetime.now(dt.UTC)
+    now = clocks.now()
     old = now - dt.timedelta(seconds=max(lost_after, PUBLISH_SETTLE))
     candidates = (
         select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
