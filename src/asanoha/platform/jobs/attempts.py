@@ -167,6 +167,32 @@ class AttemptEnd:
         """The attempt the row records after this end of ``attempt``."""
         return attempt if self.spent else attempt - 1
 
+    @classmethod
+    def again_after(
+        cls,
+        status: RunStatus,
+        countdown: float,
+        *,
+        by_broker: bool,
+        error: str | None = None,
+        spent: bool = True,
+        logs: str | None = None,
+    ) -> AttemptEnd:
+        """An end that leaves the row pending for a delivery ``countdown`` seconds from now:
+        the next attempt (a retry), or the same one again (``spent=False``: a snooze, a rate
+        limit). ``by_broker``: the ender publishes it with its countdown (the relay leaves it
+        ``RELAY_GRACE`` more); else it waits in the database for the relay."""
+        not_before = clocks.now() + dt.timedelta(seconds=countdown)
+        return cls(
+            status,
+            PENDING,
+            error,
+            not_before=not_before,
+            relay_after=relay_time(not_before, by_broker=by_broker),
+            spent=spent,
+            logs=logs,
+        )
+
 
 @dataclass(frozen=True)
 class ClaimLimit:
