@@ -16,17 +16,15 @@ run twice and skip the next attempt's publish.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import secrets
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
-    Connection,
     Engine,
     Update,
     and_,
@@ -478,7 +476,9 @@ class JobRows:
     def _claim_once(
         self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime, lane: str
     ) -> Claim | Unclaimed:
-        with self._claim_connection() as conn:
+        # One transaction (on SQLite its backend's write-locking one); Postgres sends this
+        # claim on a cursor of its own (``PostgresJobRows``).
+        with self._engine.begin() as conn:
             row = conn.execute(
                 self._claim, self._claim_params(row_id, attempt, token, started, lane)
             ).first()
@@ -542,17 +542,6 @@ class JobRows:
                 return _unclaimed(conn.execute(self._look, {"row_id": row_id}).first())
 
         return once_more_after_disconnect(read)
-
-    @contextlib.contextmanager
-    def _claim_connection(self) -> Iterator[Connection]:
-        if self._database.dialect == "postgresql":
-            # One statement: autocommit spares the BEGIN and COMMIT round trips.
-            with self._engine.connect() as conn:
-                yield conn.execution_options(isolation_level="AUTOCOMMIT")
-        else:
-            # SQLite's backend opens its own (write-locking) transaction on first use.
-            with self._engine.begin() as conn:
-                yield conn
 
     def end(
         self,
