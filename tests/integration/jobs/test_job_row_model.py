@@ -249,6 +249,13 @@ class JobRowMachine(RuleBasedStateMachine):
         retries = {qn(job): self.app.registry.job(qn(job)).retries for job in JOBS}
         recover_lost_attempts(self.db, self.tables, retries.__getitem__, LOST_AFTER)
         cutoff = self.now - dt.timedelta(seconds=LOST_AFTER)
+        outbox = self.tables.outbox
+        with self.db.connect() as conn:
+            stuck = conn.execute(
+                select(outbox.c.id).where(outbox.c.state == RUNNING, outbox.c.started_at < cutoff)
+            ).all()
+        # No row is left running past the visibility timeout once the recovery ran.
+        assert stuck == []
         for row in self.rows.values():
             if row.state != RUNNING or row.started is None or row.started >= cutoff:
                 continue
