@@ -37,14 +37,9 @@ from sqlalchemy import event
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
 from _results import Figure, at_most, write_figures
 from asanoha import App, Feature, SessionUser, Settings
-from asanoha.platform.service.outbox import (
-    OutboxMessage,
-    count_unfinished,
-    due_backlog,
-    relay_outbox,
-    resend_lost_messages,
-)
-from asanoha.workers.job_rows import AttemptEnd, Claim, JobRows, job_rows_for
+from asanoha.platform.jobs.attempts import AttemptEnd, Claim, JobRows, job_rows_for
+from asanoha.platform.jobs.publishing import relay_outbox, resend_lost_messages
+from asanoha.platform.service.outbox import OutboxMessage, count_unfinished, due_backlog
 
 FEATURE = "jobtable"
 JOB_QN = f"{FEATURE}:job:noop"
@@ -329,24 +324,31 @@ def print_plans(store: Store) -> None:
             seen.add(statement)
             _print_plan(" ".join(statement.split()), conn.exec_driver_sql, parameters)
             conn.rollback()
-    # The claim and the end run on the driver's cursor: explained with their own SQL.
+    # The claim and the end run on the driver's cursor: explained as compiled there.
     claim_sql = getattr(store.rows, "_claim_sql", None)
     end_sql = getattr(store.rows, "_end_sql", None)
     if claim_sql is None or end_sql is None:
         return
     now = dt.datetime.now(dt.UTC)
+    rows = store.rows
+    token = "x" * 32
+    claim = rows._claim_params(row_id, 1, token, now, "worker")
+    ended = Claim(JOB_QN, {}, {}, None, now, token)
+    end = {
+        **rows._end_params(row_id, 1, ended, AttemptEnd("succeeded", "succeeded"), now),
+        **{
+            f"run_{name}": value
+            for name, value in rows._run_values(
+                row_id, JOB_QN, USER.tenant_id, 1, ended, AttemptEnd("succeeded", "succeeded"),
+                now,
+            ).items()
+        },
+    }  # fmt: skip
     with psycopg.connect(conninfo(store.url)) as pg:
-        params = {"id": row_id, "attempt": 1, "started": now, "token": "x" * 32}
-        params["lane"] = "worker"
-        _print_plan(claim_sql, lambda sql, p: pg.execute(sql, p), params)
-        pg.execute(claim_sql, params)
-        end = {
-            "id": row_id, "attempt": 1, "row_attempt": 1, "state": "succeeded", "error": None,
-            "finished": now, "row_finished": now, "not_before": now, "relay_after": now,
-            "token": "x" * 32, "held": "x" * 32, "job_qn": JOB_QN, "task_id": str(row_id),
-            "tenant_id": USER.tenant_id, "status": "succeeded", "started": now, "logs": None,
-        }  # fmt: skip
-        _print_plan(end_sql, lambda sql, p: pg.execute(sql, p), end)
+        params = {**claim_sql.constants, **claim}
+        _print_plan(claim_sql.sql, lambda sql, p: pg.execute(sql, p), params)
+        pg.execute(claim_sql.sql, params)
+        _print_plan(end_sql.sql, lambda sql, p: pg.execute(sql, p), {**end_sql.constants, **end})
         pg.rollback()
 
 

@@ -18,6 +18,9 @@ thread-pool worker.
 Then the same backlog of a ``sequential`` job (``--keys`` distinct keys, enqueued in turn)
 and of a ``skip`` job (a key of its own per message, so that each enqueue runs), each
 against the parallel no-op job of the same runs: what a concurrency mode costs a worker.
+Last, the backlog behind one ``sequential`` key: its rows wait for the key, and each is
+delivered when the end of the one before wakes it; the deliveries per row are counted
+(target <= 1.1: a waiting row costs no delivery while it waits).
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ from asanoha import App, Settings
 from asanoha.workers import dispatch_job
 
 TARGET = 0.8
+#: The mode whose rows all wait behind one key, and the deliveries per row it may cost.
+ONE_KEY = "sequential, 1 key"
+DELIVERIES_TARGET = 1.1
 BENCH_DIR = Path(__file__).resolve().parent
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -65,6 +71,7 @@ def modes(keys: int) -> list[Mode]:
         Mode("parallel", NOOP, lambda i: {}),
         Mode(f"sequential, {keys} keys", SEQUENTIAL, lambda i: {"key": i % keys}),
         Mode("skip, distinct keys", SKIP, lambda i: {"key": i}),
+        Mode(ONE_KEY, SEQUENTIAL, lambda i: {"key": 0}),
     ]
 
 
@@ -78,6 +85,13 @@ class Run:
     #: Ends stamped beyond one per message: deliveries that ran nothing (a row that waited
     #: for its key, a copy of a message), which the rate counts too.
     extra: int = 0
+    #: Messages queued for the run.
+    jobs: int = 1
+
+    @property
+    def deliveries_per_row(self) -> float:
+        """Deliveries the worker took per job row."""
+        return (self.jobs + self.extra) / max(1, self.jobs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,7 +214,9 @@ def _measure(
             cpu = _tree_cpu(worker.pid) - cpu_at_start
         ends = read_stamps(stamps)
     rate = (len(ends) - 1) / (ends[-1] - ends[0])
-    return Run(rate, 1000 * cpu / max(1, args.jobs - done_at_start), len(ends) - args.jobs)
+    return Run(
+        rate, 1000 * cpu / max(1, args.jobs - done_at_start), len(ends) - args.jobs, args.jobs
+    )
 
 
 def _tree_cpu(pid: int) -> float:
@@ -245,9 +261,10 @@ def report(bare: list[Run], mine: dict[str, list[Run]], args: argparse.Namespace
         cpu_ms = statistics.median(r.cpu_ms for r in runs)
         extra = sum(r.extra for r in runs)
         ran_nothing = f"; {extra} deliveries ran nothing" if extra else ""
+        per_row = statistics.median(r.deliveries_per_row for r in runs)
         print(
             f"{name:<38}{median:9.0f} /s   (runs: {listed}; {cpu_ms:.2f} ms CPU per message"
-            f"{ran_nothing})"
+            f"{ran_nothing}; {per_row:.2f} deliveries per row)"
         )
     print(f"{'ratio asanoha / bare':<38}{ratio or 0:9.2f}   (target >= {TARGET})")
     figures = [
@@ -265,6 +282,25 @@ def report(bare: list[Run], mine: dict[str, list[Run]], args: argparse.Namespace
             note=f"CPU of the process tree {cpu:.2f} vs {peer_cpu:.2f} ms per message",
         )
     ]
+    if ONE_KEY in mine:
+        per_row = statistics.median(r.deliveries_per_row for r in mine[ONE_KEY])
+        print(f"{'deliveries per row behind one key':<38}{per_row:9.2f}   "
+              f"(target <= {DELIVERIES_TARGET})")  # fmt: skip
+        figures.append(
+            Figure(
+                benchmark="worker_throughput",
+                name=f"deliveries per row, {args.jobs} rows behind one sequential key",
+                value=round(per_row, 3),
+                unit="deliveries/row",
+                peer="one delivery per row",
+                peer_value=1,
+                ratio_label="deliveries / rows",
+                ratio=per_row,
+                target=f"<= {DELIVERIES_TARGET}",
+                target_met=per_row <= DELIVERIES_TARGET,
+                note="a waiting row is woken by the end that frees its key, not polled",
+            )
+        )
     for label in keyed_labels:
         keyed = statistics.median(r.rate for r in mine[label])
         keyed_ratio = safe_ratio(keyed, rate)

@@ -11,6 +11,7 @@ listed here. A new path that needs one of them calls the owner (the write plan, 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,7 +69,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.service.domain_events",
                 "asanoha.platform.service.executor",
                 "asanoha.platform.service.idempotency",
-                "asanoha.platform.service.outbox",
+                "asanoha.platform.jobs.enqueue",
             }
         ),
     ),
@@ -83,7 +84,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "placing and publishing job rows": (
         frozenset(
             {
-                "asanoha.platform.service.job_concurrency.place",
+                "asanoha.platform.jobs.enqueue.place",
                 "asanoha.platform.service.outbox.publish_messages",
             }
         ),
@@ -139,3 +140,97 @@ def test_only_the_owners_apply_a_rule(rule: str) -> None:
     )
     # An owner that no longer calls it is taken off the list, so the list stays the truth.
     assert set(callers) == set(owners), f"{rule}: callers {sorted(callers)}"
+
+
+#: The owner of the job row: the only package that writes the job-row table (its state, its
+#: clocks ``not_before``, ``relay_after``, ``published_at``, its claim token). Migrations
+#: shape the table; they are history, not a writer.
+JOB_ROW_OWNER = "asanoha.platform.jobs"
+JOB_ROW_TABLE = "outbox"
+_WRITES = {"update", "insert", "delete"}
+_RAW_WRITE = re.compile(
+    r"\b(update|insert\s+into|delete\s+from)\s+\{?(asanoha_)?outbox\b", re.IGNORECASE
+)
+
+
+def _is_job_row_table(node: ast.expr, aliases: set[str]) -> bool:
+    """``tables.outbox``, ``self._tables.outbox`` or a name bound to one of them."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == JOB_ROW_TABLE
+    return isinstance(node, ast.Name) and node.id in aliases
+
+
+def _job_row_aliases(tree: ast.Module) -> set[str]:
+    """Names a module binds to the job-row table (``outbox = tables.outbox``,
+    ``outbox, runs = tables.outbox, tables.job_runs``)."""
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs: list[tuple[ast.expr, ast.expr]] = [(target, node.value)]
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs = list(zip(target.elts, node.value.elts, strict=False))
+            for name, value in pairs:
+                if isinstance(name, ast.Name) and _is_job_row_table(value, set()):
+                    aliases.add(name.id)
+    return aliases
+
+
+def job_row_writes(tree: ast.Module) -> list[int]:
+    """The lines of a module that write the job-row table: ``update(outbox)``,
+    ``insert(tables.outbox)``, ``delete(...)``, ``outbox.update()`` and raw SQL that
+    updates, inserts into or deletes from it."""
+    aliases = _job_row_aliases(tree)
+    lines: list[int] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else None
+            if name is None and isinstance(func, ast.Attribute):
+                name = func.attr
+                if name in _WRITES and _is_job_row_table(func.value, aliases):
+                    lines.append(node.lineno)
+                    continue
+            if name in _WRITES and node.args and _is_job_row_table(node.args[0], aliases):
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _RAW_WRITE.search(node.value)
+        ):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_only_the_job_row_owner_writes_the_job_row_table() -> None:
+    strays = {
+        module: lines
+        for module, tree in modules()
+        if not module.startswith(JOB_ROW_OWNER)
+        and ".migrations." not in module
+        and (lines := job_row_writes(tree))
+    }
+    assert not strays, (
+        f"the job-row table is written outside {JOB_ROW_OWNER}: {strays} (module: lines); "
+        "call the transition in asanoha.platform.jobs (enqueue, claim, end, park, wake, "
+        "cancel, retry, resume, mark published, prune) instead"
+    )
+
+
+def test_the_job_row_write_check_finds_each_form_of_write() -> None:
+    # The check above proves nothing if it misses the forms a write takes.
+    source = (
+        "outbox = tables.outbox\n"
+        "conn.execute(update(outbox).values(relay_after=now))\n"
+        "conn.execute(insert(tables.outbox), rows)\n"
+        "conn.execute(delete(self._tables.outbox))\n"
+        "conn.execute(outbox.update().values(state='pending'))\n"
+        "sql = 'UPDATE asanoha_outbox SET published_at = NULL'\n"
+        "conn.execute(select(outbox))\n"
+        "conn.execute(update(tables.job_runs))\n"
+    )
+    assert job_row_writes(ast.parse(source)) == [2, 3, 4, 5, 6]
+    # The owner writes the table: the check sees its writes, it is the list that allows them.
+    owner = [tree for module, tree in modules() if module.startswith(JOB_ROW_OWNER)]
+    assert sum(len(job_row_writes(tree)) for tree in owner) >= 10

@@ -41,7 +41,7 @@ def embedded_worker(app: App, log_level: str = "info") -> Iterator[None]:
     if not uses_embedded_broker(app) or not (app.registry.jobs or app.consumers):
         yield
         return
-    from asanoha.platform.service.outbox import requeue_unclaimed
+    from asanoha.platform.jobs.publishing import requeue_unclaimed
     from asanoha.workers.runtime import JobRuntime
 
     show_job_activity(log_level)

@@ -21,24 +21,7 @@ from typing import Any, Literal, NoReturn
 from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
 
-from asanoha.platform.model import JobCancelled, JobDef, Snooze
-from asanoha.platform.personal import redaction
-from asanoha.platform.personal.vault import carried, carry
-from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
-from asanoha.platform.service.outbox import (
-    CANCELLED,
-    FAILED,
-    PENDING,
-    RUNNING,
-    SUCCEEDED,
-    mark_published,
-    relay_time,
-)
-from asanoha.platform.settings import Settings
-from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
-from asanoha.workers.ignored_deliveries import ignore_delivery, ignore_unclaimed
-from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
-from asanoha.workers.job_rows import (
+from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
     ClaimLimit,
@@ -50,6 +33,16 @@ from asanoha.workers.job_rows import (
     new_claim_token,
     sanitize_error,
 )
+from asanoha.platform.jobs.publishing import mark_published
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
+from asanoha.platform.model import JobCancelled, JobDef, Snooze
+from asanoha.platform.personal import redaction
+from asanoha.platform.personal.vault import carried, carry
+from asanoha.platform.service import OutboxMessage, OutboxPublisher, Service
+from asanoha.platform.settings import Settings
+from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
+from asanoha.workers.ignored_deliveries import ignore_delivery, ignore_unclaimed
+from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.retry_policy import (
     HARD_LIMIT_GRACE,
     broker_countdown_limit,
@@ -433,21 +426,12 @@ class AttemptRunner:
     ) -> float:
         """End ``attempt`` with the row pending for a delivery after ``countdown`` seconds:
         the next attempt (a retry), or the same attempt again (``snoozed``: not spent)."""
-        now = dt.datetime.now(dt.UTC)
-        not_before = now + dt.timedelta(seconds=countdown)
         by_broker = countdown <= broker_countdown_limit(job, self._settings)
         # Published here: the relay leaves it alone unless this process dies before marking
         # it published. Held in the database: the relay publishes it when it is due.
-        relay_after = relay_time(not_before, by_broker=by_broker)
         spent = status not in ("snoozed", "rate_limited")
-        end = AttemptEnd(
-            status,
-            PENDING,
-            error,
-            not_before=not_before,
-            relay_after=relay_after,
-            spent=spent,
-            logs=logs,
+        end = AttemptEnd.again_after(
+            status, countdown, by_broker=by_broker, error=error, spent=spent, logs=logs
         )
         if not self._end(job, row_id, tenant_id, attempt, claim, end, give_back=give_back):
             return countdown  # another delivery ended this attempt and scheduled the next

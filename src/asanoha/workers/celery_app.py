@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery, signals
 from kombu.entity import Exchange, Queue
 
+from asanoha.platform.jobs.attempts import JobRows, job_rows_for
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempts import AttemptRunner
@@ -20,7 +21,6 @@ from asanoha.workers.broker_connection import BrokerAMQP
 from asanoha.workers.consumer_tick import add_consumer_tick
 from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME, ConsumerWakes, register_advance_task
 from asanoha.workers.cron_tasks import register_cron_tasks
-from asanoha.workers.job_rows import JobRows, job_rows_for
 from asanoha.workers.job_task import register_job_task
 from asanoha.workers.lanes import app_queues, platform_queue, queue_for_job, queue_name
 from asanoha.workers.log_hooks import keep_personal_values_out_of_task_lines
@@ -137,7 +137,11 @@ def make_celery(app: App) -> CeleryJobs:
 
     priorities = JobPriorities.of(registry, settings.broker_url)
     publisher = CeleryOutboxPublisher(celery, route, priorities.broker_priority)
-    rows = job_rows_for(app.database, app.service.tables)
+    # A row waiting for a busy key is woken by the end that frees the key; the relay sends
+    # it only should that wake be lost, a visibility timeout later.
+    rows = job_rows_for(
+        app.database, app.service.tables, wake_lost_after=settings.visibility_timeout
+    )
     runner = AttemptRunner(app.service, rows, publisher, settings)
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)

@@ -25,8 +25,8 @@ from typing import NoReturn
 from celery import Task
 from celery.exceptions import Ignore
 
-from asanoha.platform.service.outbox import PENDING, RUNNING
-from asanoha.workers.job_rows import Unclaimed
+from asanoha.platform.jobs.attempts import Unclaimed
+from asanoha.platform.jobs.states import PENDING, RUNNING
 
 log = logging.getLogger("asanoha.jobs")
 

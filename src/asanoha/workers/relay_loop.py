@@ -22,11 +22,11 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
+from asanoha.platform.jobs.attempts import recover_lost_attempts
+from asanoha.platform.jobs.publishing import relay_outbox, resend_lost_messages
 from asanoha.platform.service import OutboxPublisher
 from asanoha.platform.service.job_pauses import paused_job_qns
-from asanoha.platform.service.outbox import relay_outbox, resend_lost_messages
 from asanoha.platform.store import Database, Tables
-from asanoha.workers.job_rows import recover_lost_attempts
 from asanoha.workers.pending import BrokerProbe
 
 log = logging.getLogger("asanoha.relay")

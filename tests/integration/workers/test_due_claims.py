@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import update
 
 from asanoha import Concurrency, Snooze
+from asanoha.platform.jobs.attempts import AttemptEnd, Claim, ClaimLimit, job_rows_for
 from asanoha.platform.model import Feature, SessionUser
 from asanoha.platform.service import OutboxMessage
-from asanoha.workers.job_rows import AttemptEnd, Claim, ClaimLimit, job_rows_for
 from tests.integration.workers.conftest import job_rows, job_runs
 
 ONCE = "due:job:once"

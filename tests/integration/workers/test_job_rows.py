@@ -15,12 +15,13 @@ from pydantic import BaseModel
 from sqlalchemy import text, update
 
 from asanoha.platform.errors import AccessDeniedError, Reasons, ValidationError
+from asanoha.platform.jobs.attempts import recover_lost_attempts
+from asanoha.platform.jobs.enqueue import write_outbox
+from asanoha.platform.jobs.publishing import relay_outbox
 from asanoha.platform.model import Access, Backoff, Feature, SessionUser
 from asanoha.platform.service import OutboxMessage
-from asanoha.platform.service.outbox import relay_outbox, write_outbox
 from asanoha.workers import JobFailedError
 from asanoha.workers.job_health import check_job_backlog
-from asanoha.workers.job_rows import recover_lost_attempts
 from tests.integration.workers.conftest import job_rows, job_runs, wait_until
 
 ADMIN = SessionUser.of("admin-1", "default", ["Admin"])

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select, update
 
 from asanoha import Feature
+from asanoha.platform.jobs.publishing import CONFIRM_LOST, relay_outbox
 from asanoha.platform.model import SessionUser
-from asanoha.platform.service.outbox import CONFIRM_LOST, relay_outbox
 from asanoha.testing import HttpError
 from asanoha.workers.lanes import lane_queues
 from tests.integration.workers.conftest import job_rows, job_runs, wait_until

@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from asanoha.platform.jobs.attempts import AttemptEnd, Claim, JobRowsUnavailable, job_rows_for
+from asanoha.platform.jobs.attempts_postgres import PostgresJobRows
 from asanoha.platform.model import Backoff, Feature, SessionUser
 from asanoha.platform.service import OutboxMessage
-from asanoha.workers.job_rows import AttemptEnd, Claim, JobRowsUnavailable, job_rows_for
-from asanoha.workers.job_rows_postgres import PostgresJobRows
 from tests.integration.workers.conftest import database_backends, job_rows, job_runs, wait_until
 
 
@@ -130,7 +130,7 @@ def _refusing_connections(stack: Any) -> Iterator[None]:
 def test_a_claim_whose_reply_was_lost_after_commit_runs_the_job(jobs_stack, monkeypatch):
     seen: list[Any] = []
     stack = jobs_stack([_feature(seen)])
-    killed = _lose_the_reply_of(stack, monkeypatch, _rows(stack)._claim_sql)
+    killed = _lose_the_reply_of(stack, monkeypatch, _rows(stack)._claim_sql.sql)
     stack.dispatch_job("lost:job:once", {})
     stack.drain()
     assert len(killed) == 1
@@ -145,7 +145,7 @@ def test_an_end_whose_reply_was_lost_is_recorded_once_and_publishes_the_next_att
 ):
     seen: list[Any] = []
     stack = jobs_stack([_feature(seen)])
-    killed = _lose_the_reply_of(stack, monkeypatch, _rows(stack)._end_sql)
+    killed = _lose_the_reply_of(stack, monkeypatch, _rows(stack)._end_sql.sql)
     runner = stack.app.celery_jobs.runner
     retries = _RecordingPublisher(runner.publisher)
     monkeypatch.setattr(runner, "publisher", retries)

@@ -90,7 +90,7 @@ def test_a_job_priority_outside_0_to_9_is_refused_at_definition(priority):
 
 
 def test_the_relay_sends_due_rows_higher_priority_first(asanoha_stack):
-    from asanoha.platform.service.outbox import relay_outbox
+    from asanoha.platform.jobs.publishing import relay_outbox
 
     gate = Gate()
     stack = asanoha_stack(features=[prio_feature(gate)])

@@ -12,8 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from asanoha import Concurrency
-from asanoha.platform.model import Feature
-from asanoha.workers.job_rows import (
+from asanoha.platform.jobs.attempts import (
     WAITING_TOKEN,
     AttemptEnd,
     Claim,
@@ -21,6 +20,7 @@ from asanoha.workers.job_rows import (
     Unclaimed,
     job_rows_for,
 )
+from asanoha.platform.model import Feature
 
 
 @pytest.mark.parametrize("database", ["postgres", "sqlite"])

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from asanoha.platform.jobs.attempts import AttemptEnd, Claim, job_rows_for, new_claim_token
 from asanoha.platform.model import Feature, SessionUser
 from asanoha.platform.service.job_operations import retry_failed_job
-from asanoha.workers.job_rows import AttemptEnd, Claim, job_rows_for, new_claim_token
 from tests.integration.workers.conftest import job_rows, job_runs
 
 JOB = "stale:job:once"

@@ -56,6 +56,7 @@ class Reasons(StrEnum):
     CONSUMER_STOPPED = "consumer_stopped"
     JOB_NOT_FAILED = "job_not_failed"
     JOB_NOT_CANCELLABLE = "job_not_cancellable"
+    JOB_KEY_TAKEN = "job_key_taken"
     TRANSACTION_CONFLICT = "transaction_conflict"
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from asanoha.platform import telemetry
+from asanoha.platform.jobs import publishing
 from asanoha.platform.metrics import (
     count_after_commit_failure,
     count_replica_read,
@@ -424,7 +425,7 @@ class Service:
             return 0
         with self.database.connect() as conn:
             paused = job_pauses.paused_job_qns(conn, self.tables, self.job_lanes)
-        return outbox.relay_outbox(
+        return publishing.relay_outbox(
             self.database, self.tables, self.publisher, limit=limit, paused=paused
         )
 

@@ -2,8 +2,7 @@
 
 A job is enqueued by placing its row in the caller's transaction (the outbox), so it exists
 exactly when the write that asked for it commits. The rules of placing a row (concurrency
-keys, ``unique_for``, debounce) belong to ``job_concurrency``; the clocks of a row to
-``outbox``; this module builds the row's message (who asked, from which chain, for which
+keys, ``unique_for``, debounce) and the clocks of a row belong to ``platform.jobs``; this module builds the row's message (who asked, from which chain, for which
 request and trace) and validates what a caller may ask for (the job exists, its payload, its
 delay and priority). The write plan's triggered jobs, ``ctx.dispatch``, cron ticks, event
 triggers, the job-admin handlers and the CLI all come through here.
@@ -22,8 +21,9 @@ import pydantic
 
 from asanoha.platform import telemetry
 from asanoha.platform.errors import NotFoundError, Reasons, ValidationError
+from asanoha.platform.jobs import enqueue
 from asanoha.platform.model import JobDef, Registry, SessionUser
-from asanoha.platform.service import job_concurrency, outbox
+from asanoha.platform.service import outbox
 from asanoha.platform.service.outbox import OutboxMessage
 from asanoha.platform.service.request import Request
 from asanoha.platform.service.trigger_result import StoredTriggerResult
@@ -166,7 +166,7 @@ class JobEnqueuer:
         )
 
     def _place(self, request: Request, job: JobDef, message: OutboxMessage) -> uuid.UUID:
-        placed = job_concurrency.place(request.conn, self._tables, job, message)
+        placed = enqueue.place(request.conn, self._tables, job, message)
         if placed.message is not None:
             request.outbox.append(placed.message)
         return placed.job_id

@@ -13,21 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, func, insert, select
 
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
+from asanoha.platform.jobs import clocks, control, enqueue
+from asanoha.platform.jobs.message import OutboxMessage
+from asanoha.platform.jobs.retention import prune_finished
+from asanoha.platform.jobs.states import FAILED, PENDING, RUNNING, SUCCEEDED
 from asanoha.platform.model import Registry
 from asanoha.platform.service import job_pauses
-from asanoha.platform.service.outbox import (
-    FAILED,
-    PENDING,
-    RUNNING,
-    SUCCEEDED,
-    OutboxMessage,
-    cancel_job_row,
-    prune_finished,
-    relay_time,
-)
 from asanoha.platform.service.request import Request
 from asanoha.platform.store import Tables
 from asanoha.platform.store.backends import backend_for
@@ -114,7 +108,7 @@ def cancel_job(
     request: Request, tables: Tables, job_id: uuid.UUID, *, tenant_id: str | None = None
 ) -> CancelledJob:
     """Cancel the job row ``job_id``: a pending job is cancelled at once, a running one is
-    asked to stop (see ``outbox.cancel_job_row``). With ``tenant_id`` only a job of that
+    asked to stop (see ``jobs.control.cancel_job_row``). With ``tenant_id`` only a job of that
     tenant is found. Raises ``NotFoundError`` (``job_row_not_found``) for an unknown id,
     ``ConflictError`` (``job_not_cancellable``) for a finished job."""
     outbox = tables.outbox
@@ -131,7 +125,7 @@ def cancel_job(
         raise ConflictError(
             Reasons.JOB_NOT_CANCELLABLE, id=str(job_id), job=found.job_qn, state=found.state
         )
-    state = cancel_job_row(request.conn, tables, job_id, found.state)
+    state = control.cancel_job_row(request.conn, tables, job_id, found.state)
     return CancelledJob(job_id, found.job_qn, row_tenant, state)
 
 
@@ -160,7 +154,12 @@ def retry_failed_job(
     outbox = tables.outbox
     found = request.conn.execute(
         select(
-            outbox.c.job_qn, outbox.c.state, outbox.c.attempt, outbox.c.headers, outbox.c.last_error
+            outbox.c.job_qn,
+            outbox.c.state,
+            outbox.c.attempt,
+            outbox.c.headers,
+            outbox.c.last_error,
+            outbox.c.concurrency_key,
         )
         .where(outbox.c.id == job_id)
         # Two operators retrying at once: the second waits, then reads the row pending.
@@ -173,27 +172,26 @@ def retry_failed_job(
         raise ConflictError(
             Reasons.JOB_NOT_FAILED, id=str(job_id), job=found.job_qn, state=found.state
         )
-    if registry.job(found.job_qn) is None:
+    job = registry.job(found.job_qn)
+    if job is None:
         # No worker runs a job the application no longer declares: put back to pending, the
         # row would wait for ever (its message is dropped as an unregistered task).
         raise NotFoundError(Reasons.JOB_NOT_FOUND, job=found.job_qn, id=str(job_id))
-    now = dt.datetime.now(dt.UTC)
-    request.conn.execute(
-        update(outbox)
-        .where(outbox.c.id == job_id, outbox.c.state == FAILED)
-        .values(
-            state=PENDING,
-            attempt=0,
-            not_before=now,
-            relay_after=relay_time(now, by_broker=publish),
-            published_at=None,
-            started_at=None,
-            finished_at=None,
-            # The next claim is a new delivery's; nothing of the failed attempt's carries over.
-            claim_token=None,
-            cancel_requested=False,
-        )
-    )
+    key = found.concurrency_key
+    if key is not None and job.keyed:
+        # A retry is an enqueue of the key like any other: ``skip`` and ``unique_for`` answer
+        # with the key's live row (the retry would run the key twice), ``replace`` cancels
+        # the key's other rows first.
+        enqueue.lock_keys(request.conn, [key])
+        existing = enqueue.answering_row(request.conn, tables, job, key, other_than=job_id)
+        if existing is not None:
+            raise ConflictError(
+                Reasons.JOB_KEY_TAKEN, id=str(job_id), job=found.job_qn, existing=str(existing)
+            )
+        if job.concurrency.mode == "replace":
+            control.cancel_key(request.conn, tables, key)
+    now = clocks.now()
+    control.retry_failed_row(request.conn, tables, job_id, by_broker=publish, at=now)
     request.conn.execute(
         insert(tables.job_runs).values(
             job_qn=found.job_qn,
@@ -213,7 +211,7 @@ def retry_failed_job(
 
 def prune_job_rows(conn: Connection, tables: Tables, older_than_days: float) -> int:
     """Delete finished job rows (and run rows) that ended more than ``older_than_days`` ago,
-    but the boot jobs' records (see ``outbox.prune_finished``); return how many job rows
+    but the boot jobs' records (see ``jobs.retention.prune_finished``); return how many job rows
     went. Beat runs it hourly with ``ASANOHA_JOB_RETENTION_DAYS``."""
     before = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
     return prune_finished(conn, tables, before)

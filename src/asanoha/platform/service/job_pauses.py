@@ -2,7 +2,7 @@
 them alone, until they are resumed.
 
 A pause is a row in ``asanoha_job_pauses`` whose target is a job QN or ``lane:<name>``; the
-claim statements read it (see ``workers.job_rows``), so a pause holds across the fleet at
+claim statements read it (see ``platform.jobs.guards.not_paused``), so a pause holds across the fleet at
 once. A delivery that finds its job paused leaves the row waiting, unpublished; ``resume``
 makes those rows due for the relay again, each no earlier than its ``not_before``.
 """
@@ -13,18 +13,26 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select
 
+from asanoha.platform.jobs import control
+from asanoha.platform.jobs.clocks import now
+from asanoha.platform.jobs.guards import LANE_PREFIX, lane_target
 from asanoha.platform.model import Registry
-from asanoha.platform.service.outbox import PENDING, relay_time_now
 from asanoha.platform.store import Tables
 
-LANE_PREFIX = "lane:"
-
-
-def lane_target(lane: str) -> str:
-    """The pause target of a whole lane."""
-    return LANE_PREFIX + lane
+__all__ = [
+    "LANE_PREFIX",
+    "Pause",
+    "lane_target",
+    "lanes_of",
+    "list_pauses",
+    "pause",
+    "paused_job_qns",
+    "pausing_targets",
+    "resolve_target",
+    "resume",
+]
 
 
 @dataclass(frozen=True)
@@ -74,19 +82,7 @@ def resume(conn: Connection, tables: Tables, registry: Registry, target: str) ->
     lanes = lanes_of(registry)
     still = paused_job_qns(conn, tables, lanes)
     qns = [qn for qn in _jobs_of(lanes, target) if qn not in still]
-    if not qns:
-        return 0
-    outbox = tables.outbox
-    woken = conn.execute(
-        update(outbox)
-        .where(
-            outbox.c.job_qn.in_(qns),
-            outbox.c.state == PENDING,
-            outbox.c.published_at.is_(None),
-        )
-        .values(relay_after=relay_time_now(outbox, dt.datetime.now(dt.UTC)))
-    ).rowcount
-    return int(woken or 0)
+    return control.resume_rows(conn, tables, qns, now())
 
 
 def list_pauses(conn: Connection, tables: Tables) -> list[Pause]:

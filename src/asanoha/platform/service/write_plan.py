@@ -124,7 +124,7 @@ def build_write_plan(
         steps.append(
             PlanStep(
                 "enqueue",
-                "service/job_concurrency.py",
+                "platform/jobs/enqueue.py",
                 "job rows in the transaction: " + ", ".join(job.qn for job in triggered),
             )
         )

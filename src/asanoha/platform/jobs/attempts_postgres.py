@@ -3,11 +3,16 @@ committed without waiting for the WAL flush.
 
 They run once per attempt on every worker, so their cost is the platform's cost per job: a
 claim is one ``UPDATE ... RETURNING``, an end one statement that updates the job row and
-inserts the run row together (data-modifying CTEs), both in autocommit (no BEGIN/COMMIT
-round trips), sent on the driver's cursor of a small engine of their own (no SQLAlchemy
-statement execution on this path, which costs more CPU than the round trip). Each thread
-keeps the connection it checked out, with its cursor: a checkout and a check-in per
-statement cost about as much CPU as the statement.
+inserts the run row together, both in autocommit (no BEGIN/COMMIT round trips), sent on the
+driver's cursor of a small engine of their own. The statements are ``JobRows``'s own,
+compiled once for Postgres (``CompiledStatement``): executing a SQLAlchemy statement costs
+more CPU than the round trip, compiling it once costs nothing per job, and there is no second
+copy of the SQL to keep in step. The one difference between the databases is the end's
+shape: Postgres composes the row's update, the check for an end sent again and the run
+row's insert into one statement (data-modifying CTEs, which SQLite lacks); ``JobRows``
+sends the same three statements in one transaction. Each thread keeps the connection it
+checked out, with its cursor: a checkout and a check-in per statement cost about as much
+CPU as the statement.
 """
 
 from __future__ import annotations
@@ -20,23 +25,34 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import (
+    ClauseElement,
+    Dialect,
+    Engine,
+    Select,
+    bindparam,
+    create_engine,
+    exists,
+    func,
+    insert,
+    literal_column,
+    select,
+)
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.service.job_pauses import lane_target
-from asanoha.platform.service.outbox import CANCELLED, PENDING, RUNNING
-from asanoha.platform.store import Database, Tables
-from asanoha.workers.job_rows import (
+from asanoha.platform.jobs import clocks
+from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
     ClaimLimit,
     JobRows,
     JobRowsUnavailable,
     Unclaimed,
-    due_by,
     new_claim_token,
     once_more_after_disconnect,
 )
+from asanoha.platform.jobs.clocks import WAKE_LOST_AFTER
+from asanoha.platform.store import Database, Tables
 
 T = TypeVar("T")
 #: Connections of the claim/end engine kept idle per process (a pool process runs one job
@@ -44,54 +60,40 @@ T = TypeVar("T")
 POOL_SIZE = 4
 
 
-class PostgresJobRows(JobRows):
-    """``JobRows`` on Postgres, one statement per claim and per end."""
+class CompiledStatement:
+    """A SQLAlchemy statement compiled once for Postgres, sent on a driver cursor.
 
-    def __init__(self, database: Database, tables: Tables) -> None:
-        super().__init__(database, tables)
-        outbox, runs = tables.outbox.name, tables.job_runs.name
-        pauses = tables.job_pauses.name
-        # Pending at an earlier attempt and due, or already claimed by this very claim:
-        # sent again after the connection died, it finds its own committed claim by the
-        # token. (Due: see ``JobRows._claim_statement``.)
-        self._claim_sql = (
-            f"UPDATE {outbox} SET state = '{RUNNING}', attempt = %(attempt)s, "
-            "started_at = %(started)s, claim_token = %(token)s "
-            f"WHERE id = %(id)s AND (state = '{PENDING}' AND attempt < %(attempt)s "
-            "AND not_before <= %(due_by)s "
-            f"AND NOT EXISTS (SELECT 1 FROM {pauses} WHERE target IN (job_qn, %(lane)s)) "
-            f"OR state = '{RUNNING}' AND attempt = %(attempt)s AND claim_token = %(token)s) "
-            "RETURNING job_qn, payload, headers, trigger_result, priority"
-        )
-        self._look_sql = (
-            "SELECT state, attempt, job_qn, headers, started_at, claim_token, not_before, "
-            f"published_at FROM {outbox} WHERE id = %(id)s"
-        )
-        # The run row is inserted whether or not the job row still held the attempt (a
-        # redelivery may have judged it crashed meanwhile): the attempt did run. Not when
-        # this very end committed already (``again``: sent a second time after its reply
-        # was lost; every part of the statement sees the row as it was before it). The
-        # update holds only the claim it ends (``held``): see ``JobRows``.
-        self._end_sql = (
-            f"WITH ended AS (UPDATE {outbox} SET state = CASE WHEN cancel_requested AND "
-            f"%(state)s::varchar = '{PENDING}' THEN '{CANCELLED}' ELSE %(state)s::varchar END, "
-            "attempt = %(row_attempt)s, last_error = %(error)s, "
-            "finished_at = CASE WHEN cancel_requested AND "
-            f"%(state)s::varchar = '{PENDING}' THEN %(finished)s ELSE %(row_finished)s END, "
-            "not_before = %(not_before)s, relay_after = %(relay_after)s, "
-            f"published_at = CASE WHEN %(state)s::varchar = '{PENDING}' THEN NULL "
-            "ELSE published_at END, claim_token = %(token)s "
-            f"WHERE id = %(id)s AND state = '{RUNNING}' AND attempt = %(attempt)s "
-            "AND coalesce(claim_token, '') = %(held)s RETURNING 1), "
-            f"again AS (SELECT 1 FROM {outbox} WHERE id = %(id)s AND state <> '{RUNNING}' "
-            "AND attempt = %(row_attempt)s AND claim_token = %(token)s), "
-            f"recorded AS (INSERT INTO {runs} (job_qn, task_id, tenant_id, attempt, status, "
-            "error, started_at, finished_at, logs) SELECT %(job_qn)s, %(task_id)s, "
-            "%(tenant_id)s, %(attempt)s, %(status)s, %(error)s, %(started)s, %(finished)s, "
-            "%(logs)s "
-            "WHERE NOT EXISTS (SELECT 1 FROM again)) "
-            "SELECT (SELECT count(*) FROM ended) + (SELECT count(*) FROM again)"
-        )
+    The compiled text carries the constants of the statement as parameters of their own;
+    they are merged under each call's values. The job-row columns need no bind processing
+    on Postgres (psycopg takes ``uuid.UUID`` and aware datetimes as they are), so values go
+    to the driver unchanged.
+    """
+
+    __slots__ = ("constants", "sql")
+
+    def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql = str(compiled)
+        self.constants = {
+            name: value for name, value in compiled.params.items() if value is not None
+        }
+
+    def execute(self, cursor: Any, values: Mapping[str, Any]) -> None:
+        """Send the statement with ``values`` for its named parameters."""
+        cursor.execute(self.sql, {**self.constants, **values})
+
+
+class PostgresJobRows(JobRows):
+    """``JobRows`` on Postgres: its claim and end compiled once, one round trip each."""
+
+    def __init__(
+        self, database: Database, tables: Tables, *, wake_lost_after: float = WAKE_LOST_AFTER
+    ) -> None:
+        super().__init__(database, tables, wake_lost_after=wake_lost_after)
+        dialect = database.engine.dialect
+        self._claim_sql = CompiledStatement(self._claim, dialect)
+        self._look_sql = CompiledStatement(self._look, dialect)
+        self._end_sql = CompiledStatement(self._end_in_one(), dialect)
         self._url = database.url
         self._engine_: Engine | None = None
         self._local = threading.local()
@@ -100,6 +102,38 @@ class PostgresJobRows(JobRows):
         #: Connections a forked process inherited: kept referenced, never used or closed
         #: (their sockets are the parent's).
         self._inherited: list[_Held] = []
+
+    def _end_in_one(self) -> Select[Any]:
+        """``JobRows``'s end as one statement: the row's update (``_end``), the check for
+        this very end committed already (``_ended_by``: sent again after its reply was lost)
+        and the run row's insert (``_record``), which is written whether or not the job row
+        still held the attempt (a redelivery may have judged it crashed meanwhile: the
+        attempt did run), but not for an end sent again. Every part of the statement sees
+        the row as it was before it. Returns 1 when the end holds the attempt."""
+        runs = self._tables.job_runs
+        ended = self._end.returning(literal_column("1")).cte("ended")
+        again = self._ended_by.cte("again")
+        columns = [
+            "job_qn",
+            "task_id",
+            "tenant_id",
+            "attempt",
+            "status",
+            "error",
+            "started_at",
+            "finished_at",
+            "logs",
+        ]
+        values = select(
+            *(bindparam(f"run_{name}", type_=runs.c[name].type) for name in columns)
+        ).where(~exists(select(again.c.id)))
+        recorded = insert(runs).from_select(columns, values).cte("recorded")
+        counted = (
+            select(func.count()).select_from(ended).scalar_subquery()
+            + select(func.count()).select_from(again).scalar_subquery()
+        )
+        # ``recorded`` is named so that it runs; a data-modifying CTE runs unreferenced.
+        return select(counted).add_cte(recorded)
 
     def _own_engine(self) -> Engine:
         if self._engine_ is None:
@@ -131,23 +165,16 @@ class PostgresJobRows(JobRows):
         if limit is not None:
             # Counting a key's running attempts takes a transaction and the key's lock.
             return super().claim(row_id, attempt, token, lane=lane, limit=limit)
-        started = dt.datetime.now(dt.UTC)
+        started = clocks.now()
         token = token or new_claim_token()
-        params = {
-            "id": row_id,
-            "attempt": attempt,
-            "started": started,
-            "due_by": due_by(started),
-            "token": token,
-            "lane": lane_target(lane),
-        }
+        params = self._claim_params(row_id, attempt, token, started, lane)
 
         def run(cursor: Any) -> Claim | _Look | None:
-            cursor.execute(self._claim_sql, params)
+            self._claim_sql.execute(cursor, params)
             row = cursor.fetchone()
             if row is not None:
                 return Claim(row[0], dict(row[1]), row[2], row[3], started, token, priority=row[4])
-            cursor.execute(self._look_sql, params)
+            self._look_sql.execute(cursor, {"row_id": row_id})
             found = cursor.fetchone()
             return None if found is None else _Look(*found)
 
@@ -174,30 +201,15 @@ class PostgresJobRows(JobRows):
         end: AttemptEnd,
     ) -> bool:
         """See ``JobRows.end``."""
-        finished = dt.datetime.now(dt.UTC)
-        next_time = end.not_before or finished
-        params = {
-            "id": row_id,
-            "task_id": str(row_id),
-            "job_qn": job_qn,
-            "tenant_id": tenant_id,
-            "attempt": attempt,
-            "row_attempt": end.row_attempt(attempt),
-            "state": end.state,
-            "status": end.status,
-            "error": end.error,
-            "started": claim.started_at,
-            "finished": finished,
-            "row_finished": None if end.state == PENDING else finished,
-            "not_before": next_time,
-            "relay_after": end.relay_after or next_time,
-            "token": claim.token,
-            "held": claim.held_token,
-            "logs": end.logs,
-        }
+        finished = clocks.now()
+        params = self._end_params(row_id, attempt, claim, end, finished)
+        for name, value in self._run_values(
+            row_id, job_qn, tenant_id, attempt, claim, end, finished
+        ).items():
+            params[f"run_{name}"] = value
 
         def run(cursor: Any) -> bool:
-            cursor.execute(self._end_sql, params)
+            self._end_sql.execute(cursor, params)
             row = cursor.fetchone()
             return bool(row and row[0])
 

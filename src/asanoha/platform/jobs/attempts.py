@@ -16,55 +16,44 @@ run twice and skip the next attempt's publish.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import secrets
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
-    Connection,
     Engine,
     Update,
     and_,
     bindparam,
     case,
-    exists,
-    func,
     insert,
     null,
     or_,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.model import JobDef
-from asanoha.platform.service.job_concurrency import lock_keys
-from asanoha.platform.service.job_pauses import lane_target
-from asanoha.platform.service.outbox import (
-    CANCELLED,
-    FAILED,
-    PENDING,
+from asanoha.platform.jobs import clocks, guards
+from asanoha.platform.jobs.clocks import (
     RELAY_GRACE,
-    RUNNING,
+    WAKE_LOST_AFTER,
+    as_utc,
+    due_by,
     relay_time,
 )
+from asanoha.platform.jobs.enqueue import lock_keys
+from asanoha.platform.jobs.guards import lane_target
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
+from asanoha.platform.model import JobDef
 from asanoha.platform.store import Database, Tables
 
 #: Characters of an error text kept in the job row and its run row.
 MAX_ERROR_LENGTH = 4000
-#: Seconds before its ``not_before`` a row already counts as due for a claim.
-#: ``not_before`` is written with the enqueuing process's clock and compared with the
-#: claiming worker's: a fresh row's message, published at once, can reach a worker whose
-#: clock runs a little behind the enqueuer's before its ``not_before`` on the worker's
-#: clock. Only a copy of a message (a redelivery, a duplicate publish, a look again) comes
-#: any earlier.
-DUE_MARGIN = 1.0
 
 RunStatus = Literal[
     "succeeded", "failed", "retrying", "crashed", "cancelled", "snoozed", "rate_limited"
@@ -176,6 +165,32 @@ class AttemptEnd:
         """The attempt the row records after this end of ``attempt``."""
         return attempt if self.spent else attempt - 1
 
+    @classmethod
+    def again_after(
+        cls,
+        status: RunStatus,
+        countdown: float,
+        *,
+        by_broker: bool,
+        error: str | None = None,
+        spent: bool = True,
+        logs: str | None = None,
+    ) -> AttemptEnd:
+        """An end that leaves the row pending for a delivery ``countdown`` seconds from now:
+        the next attempt (a retry), or the same one again (``spent=False``: a snooze, a rate
+        limit). ``by_broker``: the ender publishes it with its countdown (the relay leaves it
+        ``RELAY_GRACE`` more); else it waits in the database for the relay."""
+        not_before = clocks.now() + dt.timedelta(seconds=countdown)
+        return cls(
+            status,
+            PENDING,
+            error,
+            not_before=not_before,
+            relay_after=relay_time(not_before, by_broker=by_broker),
+            spent=spent,
+            logs=logs,
+        )
+
 
 @dataclass(frozen=True)
 class ClaimLimit:
@@ -203,29 +218,30 @@ class WaitingRow:
     priority: int | None
 
 
-#: The claim token of a row that waits for a pause or a busy key: no publish of an earlier
-#: message may mark it, and the end of the attempt holding its key wakes it.
-WAITING_TOKEN = "waiting"
-#: Seconds a waiting row rests before the relay publishes it again, should no end wake it.
-WAIT_RECHECK = 10.0
-
-
 class JobRows:
-    """Claims and ends attempts on the job rows of one application (any database; Postgres
-    has a faster one, ``PostgresJobRows``).
+    """Claims and ends attempts on the job rows of one application, on either database.
 
-    The statements are built once (building a SQLAlchemy statement costs more than sending
-    it).
+    Each transition is one SQLAlchemy statement, built once (building a statement costs more
+    than sending it). On Postgres, ``PostgresJobRows`` sends the claim and the end compiled
+    from these same statements on a driver cursor of its own.
+
+    ``wake_lost_after``: seconds after which the relay publishes a row left waiting for a
+    busy key, should the end that frees the key not wake it (its worker died in between);
+    the visibility timeout in a worker.
     """
 
-    def __init__(self, database: Database, tables: Tables) -> None:
+    def __init__(
+        self, database: Database, tables: Tables, *, wake_lost_after: float = WAKE_LOST_AFTER
+    ) -> None:
         self._database = database
         self._tables = tables
+        self._wake_lost_after = wake_lost_after
         outbox = tables.outbox
-        pauses = tables.job_pauses
         # Neither the job nor its lane is paused (``asanoha jobs pause``).
-        self._not_paused = ~exists().where(
-            pauses.c.target.in_([outbox.c.job_qn, bindparam("claim_lane")])
+        self._not_paused = guards.not_paused(
+            outbox,
+            tables.job_pauses,
+            bindparam("claim_lane", type_=tables.job_pauses.c.target.type),
         )
         self._claim = self._claim_statement([self._not_paused])
         self._look = select(
@@ -248,46 +264,34 @@ class JobRows:
             update(outbox)
             .where(
                 outbox.c.id == bindparam("row_id"),
-                outbox.c.state == PENDING,
-                outbox.c.attempt == bindparam("leave_attempt"),
-                outbox.c.not_before > bindparam("leave_due_by"),
+                guards.pending_at(outbox, bindparam("leave_attempt")),
+                guards.not_due(outbox, bindparam("leave_due_by")),
                 outbox.c.published_at.is_not(None),
             )
             .values(published_at=None, relay_after=bindparam("leave_relay_after"))
         )
-        # The end holds only the claim it ends: after an operator's retry the attempt
-        # numbers start again, and a late end of the earlier run (its worker lost, then
-        # back) must not end the new attempt of the same number.
+        # Typed, so that each database reads them as the columns they compare with.
+        end_state = bindparam("end_state", type_=outbox.c.state.type)
+        end_now = bindparam("end_now", type_=outbox.c.finished_at.type)
+        end_finished = bindparam("end_finished", type_=outbox.c.finished_at.type)
+        # An operator asked the attempt to stop: no further attempt follows.
+        cancelled_instead = and_(outbox.c.cancel_requested, end_state == PENDING)
         self._end = (
             update(outbox)
             .where(
                 outbox.c.id == bindparam("row_id"),
-                outbox.c.state == RUNNING,
-                outbox.c.attempt == bindparam("end_attempt"),
-                func.coalesce(outbox.c.claim_token, "") == bindparam("end_held"),
+                guards.running_under(outbox, bindparam("end_attempt"), bindparam("end_held")),
             )
             .values(
-                # An operator asked the attempt to stop: no further attempt follows.
-                state=case(
-                    (and_(outbox.c.cancel_requested, bindparam("end_state") == PENDING), CANCELLED),
-                    else_=bindparam("end_state"),
-                ),
+                state=case((cancelled_instead, CANCELLED), else_=end_state),
                 attempt=bindparam("end_row_attempt"),
                 last_error=bindparam("end_error"),
-                finished_at=case(
-                    (
-                        and_(outbox.c.cancel_requested, bindparam("end_state") == PENDING),
-                        bindparam("end_now"),
-                    ),
-                    else_=bindparam("end_finished"),
-                ),
+                finished_at=case((cancelled_instead, end_now), else_=end_finished),
                 not_before=bindparam("end_not_before"),
                 relay_after=bindparam("end_relay_after"),
                 # The next attempt is not published yet; a finished row keeps the time its
                 # last attempt was.
-                published_at=case(
-                    (bindparam("end_state") == PENDING, null()), else_=outbox.c.published_at
-                ),
+                published_at=case((end_state == PENDING, null()), else_=outbox.c.published_at),
                 claim_token=bindparam("end_token"),
             )
         )
@@ -312,12 +316,7 @@ class JobRows:
         }
         self._waiting = {
             column.name: select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
-            .where(
-                column == bindparam("wake_key"),
-                outbox.c.state == PENDING,
-                outbox.c.claim_token == WAITING_TOKEN,
-                outbox.c.published_at.is_(None),
-            )
+            .where(column == bindparam("wake_key"), guards.waiting(outbox))
             .order_by(outbox.c.created_at, outbox.c.id)
             .limit(1)
             .with_for_update(skip_locked=True)
@@ -327,8 +326,7 @@ class JobRows:
             update(outbox)
             .where(
                 outbox.c.id == bindparam("row_id"),
-                outbox.c.state == PENDING,
-                outbox.c.attempt == bindparam("park_attempt"),
+                guards.pending_at(outbox, bindparam("park_attempt")),
             )
             .values(
                 published_at=None,
@@ -348,35 +346,21 @@ class JobRows:
         running and no older row of the key due (``key``), fewer than ``limit_max`` of its
         slot running (``slot``)."""
         outbox = self._tables.outbox
-        other = outbox.alias("other")
         room = [self._not_paused]
         if key:
-            room.append(
-                ~exists().where(
-                    other.c.concurrency_key == bindparam("limit_key"), other.c.state == RUNNING
-                )
-            )
+            room.append(guards.key_free(outbox, bindparam("limit_key")))
             # Enqueue order: no older row of the key is due before this one.
             room.append(
-                ~exists().where(
-                    other.c.concurrency_key == bindparam("limit_key"),
-                    other.c.state == PENDING,
-                    other.c.not_before <= bindparam("claim_started"),
-                    tuple_(other.c.created_at, other.c.id)
-                    < tuple_(
-                        bindparam("limit_created", type_=outbox.c.created_at.type),
-                        bindparam("row_id", type_=outbox.c.id.type),
-                    ),
+                guards.first_due_of_key(
+                    outbox,
+                    bindparam("limit_key"),
+                    bindparam("claim_started"),
+                    bindparam("limit_created", type_=outbox.c.created_at.type),
+                    bindparam("row_id", type_=outbox.c.id.type),
                 )
             )
         if slot:
-            running = (
-                select(func.count())
-                .select_from(other)
-                .where(other.c.slot_key == bindparam("limit_slot"), other.c.state == RUNNING)
-                .scalar_subquery()
-            )
-            room.append(running < bindparam("limit_max"))
+            room.append(guards.slot_free(outbox, bindparam("limit_slot"), bindparam("limit_max")))
         return self._claim_statement(room)
 
     def _claim_statement(self, room: list[Any]) -> Update:
@@ -390,18 +374,11 @@ class JobRows:
                 outbox.c.id == bindparam("row_id"),
                 or_(
                     and_(
-                        outbox.c.state == PENDING,
-                        outbox.c.attempt < bindparam("claim_attempt"),
-                        # Due: a snoozed attempt is pending at the same attempt, so the
-                        # attempt number alone lets an early copy of its message run it.
-                        outbox.c.not_before <= bindparam("claim_due_by"),
+                        guards.pending_before(outbox, bindparam("claim_attempt")),
+                        guards.due(outbox, bindparam("claim_due_by")),
                         *room,
                     ),
-                    and_(
-                        outbox.c.state == RUNNING,
-                        outbox.c.attempt == bindparam("claim_attempt"),
-                        outbox.c.claim_token == bindparam("claim_token"),
-                    ),
+                    guards.claimed_by(outbox, bindparam("claim_attempt"), bindparam("claim_token")),
                 ),
             )
             .values(
@@ -444,7 +421,7 @@ class JobRows:
         its time (``early``).
         """
         token = token or new_claim_token()
-        started = dt.datetime.now(dt.UTC)
+        started = clocks.now()
         if limit is not None:
             held = limit
             return once_more_after_disconnect(
@@ -480,12 +457,7 @@ class JobRows:
             lock_keys(conn, [held for held in (key, slot) if held])
             claim = self._limited_claims[(bool(key), bool(slot))]
             values = {
-                "row_id": row_id,
-                "claim_attempt": attempt,
-                "claim_started": started,
-                "claim_due_by": due_by(started),
-                "claim_token": token,
-                "claim_lane": lane_target(lane),
+                **self._claim_params(row_id, attempt, token, started, lane),
                 "limit_key": key,
                 "limit_created": keys.created_at,
                 "limit_slot": slot,
@@ -504,22 +476,30 @@ class JobRows:
     def _claim_once(
         self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime, lane: str
     ) -> Claim | Unclaimed:
-        with self._claim_connection() as conn:
+        # One transaction (on SQLite its backend's write-locking one); Postgres sends this
+        # claim on a cursor of its own (``PostgresJobRows``).
+        with self._engine.begin() as conn:
             row = conn.execute(
-                self._claim,
-                {
-                    "row_id": row_id,
-                    "claim_attempt": attempt,
-                    "claim_started": started,
-                    "claim_due_by": due_by(started),
-                    "claim_token": token,
-                    "claim_lane": lane_target(lane),
-                },
+                self._claim, self._claim_params(row_id, attempt, token, started, lane)
             ).first()
             if row is not None:
                 return _claim_of(row, started, token)
             found = conn.execute(self._look, {"row_id": row_id}).first()
             return self._judge_unclaimed(conn.execute, row_id, found, attempt, started)
+
+    @staticmethod
+    def _claim_params(
+        row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime, lane: str
+    ) -> dict[str, Any]:
+        """The values of a claim's statement."""
+        return {
+            "row_id": row_id,
+            "claim_attempt": attempt,
+            "claim_started": started,
+            "claim_due_by": due_by(started),
+            "claim_token": token,
+            "claim_lane": lane_target(lane),
+        }
 
     def _judge_unclaimed(
         self,
@@ -533,7 +513,7 @@ class JobRows:
         row ``found`` (its look, ``None``: no row); a row not due yet is left to the relay
         for its time (``_leave_until_due``, sent through ``execute``)."""
         unclaimed = _unclaimed(found)
-        not_before = _utc(found.not_before) if found is not None else None
+        not_before = as_utc(found.not_before) if found is not None else None
         if (
             unclaimed.state != PENDING
             or unclaimed.attempt >= attempt
@@ -563,17 +543,6 @@ class JobRows:
 
         return once_more_after_disconnect(read)
 
-    @contextlib.contextmanager
-    def _claim_connection(self) -> Iterator[Connection]:
-        if self._database.dialect == "postgresql":
-            # One statement: autocommit spares the BEGIN and COMMIT round trips.
-            with self._engine.connect() as conn:
-                yield conn.execution_options(isolation_level="AUTOCOMMIT")
-        else:
-            # SQLite's backend opens its own (write-locking) transaction on first use.
-            with self._engine.begin() as conn:
-                yield conn
-
     def end(
         self,
         row_id: uuid.UUID,
@@ -589,7 +558,7 @@ class JobRows:
         it crashed; the run row is written all the same). Idempotent for a claim with a
         token: sent again after a committed end, it returns ``True`` and writes nothing.
         """
-        finished = dt.datetime.now(dt.UTC)
+        finished = clocks.now()
         return once_more_after_disconnect(
             lambda: self._end_once(row_id, job_qn, tenant_id, attempt, claim, end, finished)
         )
@@ -604,23 +573,9 @@ class JobRows:
         end: AttemptEnd,
         finished: dt.datetime,
     ) -> bool:
-        now_or_next = end.not_before or finished
         with self._engine.begin() as conn:
             ended = conn.execute(
-                self._end,
-                {
-                    "row_id": row_id,
-                    "end_attempt": attempt,
-                    "end_row_attempt": end.row_attempt(attempt),
-                    "end_state": end.state,
-                    "end_error": end.error,
-                    "end_now": finished,
-                    "end_finished": None if end.state == PENDING else finished,
-                    "end_not_before": now_or_next,
-                    "end_relay_after": end.relay_after or now_or_next,
-                    "end_token": claim.token,
-                    "end_held": claim.held_token,
-                },
+                self._end, self._end_params(row_id, attempt, claim, end, finished)
             ).rowcount
             if not ended and claim.token is not None:
                 again = conn.execute(
@@ -635,25 +590,59 @@ class JobRows:
                     return True
             conn.execute(
                 self._record,
-                {
-                    "job_qn": job_qn,
-                    "task_id": str(row_id),
-                    "tenant_id": tenant_id,
-                    "attempt": attempt,
-                    "status": end.status,
-                    "error": end.error,
-                    "started_at": claim.started_at,
-                    "finished_at": finished,
-                    "logs": end.logs,
-                },
+                self._run_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
             )
         return bool(ended)
+
+    @staticmethod
+    def _end_params(
+        row_id: uuid.UUID, attempt: int, claim: Claim, end: AttemptEnd, finished: dt.datetime
+    ) -> dict[str, Any]:
+        """The values of an end's statement (``_end``, ``_ended_by``)."""
+        now_or_next = end.not_before or finished
+        return {
+            "row_id": row_id,
+            "end_attempt": attempt,
+            "end_row_attempt": end.row_attempt(attempt),
+            "end_state": end.state,
+            "end_error": end.error,
+            "end_now": finished,
+            "end_finished": None if end.state == PENDING else finished,
+            "end_not_before": now_or_next,
+            "end_relay_after": end.relay_after or now_or_next,
+            "end_token": claim.token,
+            "end_held": claim.held_token,
+        }
+
+    @staticmethod
+    def _run_values(
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        end: AttemptEnd,
+        finished: dt.datetime,
+    ) -> dict[str, Any]:
+        """The attempt's run row."""
+        return {
+            "job_qn": job_qn,
+            "task_id": str(row_id),
+            "tenant_id": tenant_id,
+            "attempt": attempt,
+            "status": end.status,
+            "error": end.error,
+            "started_at": claim.started_at,
+            "finished_at": finished,
+            "logs": end.logs,
+        }
 
     def park(self, row_id: uuid.UUID, row_attempt: int) -> None:
         """Leave the pending row ``row_id`` (at ``row_attempt``), which a delivery found
         waiting for a pause or a busy key, unpublished: the end of the attempt that holds
-        its key wakes it (``wake``), else the relay publishes it again after
-        ``WAIT_RECHECK`` seconds (a paused job's rows not before it is resumed)."""
+        its key wakes it (``wake``), a resume makes a paused job's rows due; should that
+        wake be lost, the relay publishes it after ``wake_lost_after`` seconds. A waiting
+        row costs nothing while it waits: nothing polls it."""
         values = self._park_values(row_id, row_attempt)
 
         def write() -> None:
@@ -662,16 +651,15 @@ class JobRows:
 
         once_more_after_disconnect(write)
 
-    @staticmethod
-    def _park_values(row_id: uuid.UUID, row_attempt: int) -> dict[str, Any]:
-        again = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=WAIT_RECHECK)
+    def _park_values(self, row_id: uuid.UUID, row_attempt: int) -> dict[str, Any]:
+        again = clocks.now() + dt.timedelta(seconds=self._wake_lost_after)
         return {"row_id": row_id, "park_attempt": row_attempt, "park_again": again}
 
     def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
         """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
         its keys, made due (its message is the caller's to publish; the relay sends it
         should the caller not)."""
-        relay_after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=RELAY_GRACE)
+        relay_after = clocks.now() + dt.timedelta(seconds=RELAY_GRACE)
 
         def write() -> list[WaitingRow]:
             with self._engine.begin() as conn:
@@ -708,7 +696,7 @@ class JobRows:
 
     def refuse(self, row_id: uuid.UUID, job_qn: str, attempt: int, error: str) -> None:
         """Record a delivery that must not run (no job row, no tenant) as failed for good."""
-        now = dt.datetime.now(dt.UTC)
+        now = clocks.now()
         outbox = self._tables.outbox
         with self._engine.begin() as conn:
             conn.execute(
@@ -750,15 +738,6 @@ def _claim_of(row: Any, started: dt.datetime, token: str) -> Claim:
     )
 
 
-def due_by(started: dt.datetime) -> dt.datetime:
-    """The latest ``not_before`` a claim made at ``started`` takes as due."""
-    return started + dt.timedelta(seconds=DUE_MARGIN)
-
-
-def _utc(moment: dt.datetime) -> dt.datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
-
-
 def _unclaimed(found: Any) -> Unclaimed:
     if found is None:
         return Unclaimed("missing", 0)
@@ -772,13 +751,15 @@ def _unclaimed(found: Any) -> Unclaimed:
     )
 
 
-def job_rows_for(database: Database, tables: Tables) -> JobRows:
+def job_rows_for(
+    database: Database, tables: Tables, *, wake_lost_after: float = WAKE_LOST_AFTER
+) -> JobRows:
     """The claims and ends of ``database``'s dialect."""
     if database.dialect == "postgresql":
-        from asanoha.workers.job_rows_postgres import PostgresJobRows
+        from asanoha.platform.jobs.attempts_postgres import PostgresJobRows
 
-        return PostgresJobRows(database, tables)
-    return JobRows(database, tables)
+        return PostgresJobRows(database, tables, wake_lost_after=wake_lost_after)
+    return JobRows(database, tables, wake_lost_after=wake_lost_after)
 
 
 def recover_lost_attempts(
@@ -793,7 +774,7 @@ def recover_lost_attempts(
     relay, or the job fails when no retry is left.
     """
     outbox, runs = tables.outbox, tables.job_runs
-    now = dt.datetime.now(dt.UTC)
+    now = clocks.now()
     cutoff = now - dt.timedelta(seconds=older_than)
     query = (
         select(

@@ -1,0 +1,133 @@
+"""Operator transitions of a job row: cancel, retry a failed row, resume a paused job's rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, select, update
+
+from asanoha.platform.jobs import clocks, guards
+from asanoha.platform.jobs.clocks import relay_time, relay_time_now
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING
+from asanoha.platform.store import Tables
+
+
+def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: str) -> str:
+    """Cancel the job row ``job_id``, found in ``state`` (the caller holds it locked);
+    return its state afterwards.
+
+    A pending row is ``cancelled`` at once: no attempt of it runs, and a message delivered
+    later is acknowledged unrun (the claim takes pending rows only). A running row is
+    marked ``cancel_requested``: the attempt sees it (``ctx.cancel_requested``,
+    ``ctx.checkpoint()``), and if it ends wanting another attempt (a retry, a snooze) the
+    row is cancelled instead (see ``attempts.JobRows``). A finished row is left as it is.
+    """
+    outbox = tables.outbox
+    if state == PENDING:
+        conn.execute(
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.state == PENDING)
+            .values(state=CANCELLED, finished_at=clocks.now(), claim_token=None)
+        )
+        wake_next_of_keys(conn, tables, job_id)
+        return CANCELLED
+    if state == RUNNING:
+        conn.execute(
+            update(outbox)
+            .where(outbox.c.id == job_id, outbox.c.state == RUNNING)
+            .values(cancel_requested=True)
+        )
+    return state
+
+
+def wake_next_of_keys(conn: Connection, tables: Tables, job_id: uuid.UUID) -> int:
+    """Make the oldest row waiting for each key of the row ``job_id`` due for the relay:
+    that row, pending, may have been what its key's next row waited for, and no end of it
+    will wake them now. Returns how many were woken (a woken row whose key is still busy
+    waits again)."""
+    outbox = tables.outbox
+    keys = conn.execute(
+        select(outbox.c.concurrency_key, outbox.c.slot_key).where(outbox.c.id == job_id)
+    ).first()
+    if keys is None:
+        return 0
+    woken = 0
+    for column, key in ((outbox.c.concurrency_key, keys[0]), (outbox.c.slot_key, keys[1])):
+        if not key:
+            continue
+        oldest = conn.execute(
+            select(outbox.c.id)
+            .where(column == key, guards.waiting(outbox))
+            .order_by(outbox.c.created_at, outbox.c.id)
+            .limit(1)
+        ).scalar()
+        if oldest is not None:
+            woken += conn.execute(
+                update(outbox)
+                .where(outbox.c.id == oldest, guards.waiting(outbox))
+                .values(relay_after=relay_time_now(outbox, clocks.now()), claim_token=None)
+            ).rowcount
+    return woken
+
+
+def cancel_key(conn: Connection, tables: Tables, key: str) -> None:
+    """``replace``: cancel the pending rows of the concurrency key ``key`` (they never run)
+    and ask its running attempts to stop."""
+    outbox = tables.outbox
+    conn.execute(
+        update(outbox)
+        .where(outbox.c.concurrency_key == key, outbox.c.state == PENDING)
+        .values(state=CANCELLED, finished_at=clocks.now(), claim_token=None)
+    )
+    conn.execute(
+        update(outbox)
+        .where(outbox.c.concurrency_key == key, outbox.c.state == RUNNING)
+        .values(cancel_requested=True)
+    )
+
+
+def retry_failed_row(
+    conn: Connection, tables: Tables, job_id: uuid.UUID, *, by_broker: bool, at: dt.datetime
+) -> bool:
+    """Put the row ``job_id``, failed for good, back to pending at attempt 0 (every retry
+    its job declares again), due at ``at``; return whether it was failed. ``by_broker``:
+    the caller publishes it after commit (the relay leaves it ``RELAY_GRACE``)."""
+    outbox = tables.outbox
+    result = conn.execute(
+        update(outbox)
+        .where(outbox.c.id == job_id, outbox.c.state == FAILED)
+        .values(
+            state=PENDING,
+            attempt=0,
+            not_before=at,
+            relay_after=relay_time(at, by_broker=by_broker),
+            published_at=None,
+            started_at=None,
+            finished_at=None,
+            # The next claim is a new delivery's; nothing of the failed attempt's carries over.
+            claim_token=None,
+            cancel_requested=False,
+        )
+    )
+    return bool(result.rowcount)
+
+
+def resume_rows(conn: Connection, tables: Tables, job_qns: Sequence[str], at: dt.datetime) -> int:
+    """Make the pending, unpublished rows of ``job_qns`` (just resumed) due for the relay:
+    at ``at``, or at their ``not_before`` for those whose time has not come (a debounce
+    window, a long delay, a retry's backoff). Returns how many."""
+    if not job_qns:
+        return 0
+    outbox = tables.outbox
+    woken = conn.execute(
+        update(outbox)
+        .where(
+            outbox.c.job_qn.in_(job_qns),
+            outbox.c.state == PENDING,
+            guards.unpublished(outbox),
+        )
+        .values(relay_after=relay_time_now(outbox, at))
+    ).rowcount
+    return int(woken or 0)

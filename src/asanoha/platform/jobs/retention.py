@@ -1,0 +1,39 @@
+"""Retention of job rows: what the prune deletes and what it keeps (the records rules read)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import Connection, delete, or_
+
+from asanoha.platform.jobs.states import FINISHED_STATES
+from asanoha.platform.store import Tables
+
+#: What a boot job's idempotency key holds after its job's QN: ``<job qn>@boot:<release>``.
+BOOT_KEY_MARK = "@boot:"
+
+
+def boot_key(job_qn: str, release: str) -> str:
+    """The idempotency key of a boot job's row: one per (job, release)."""
+    return f"{job_qn}{BOOT_KEY_MARK}{release}"
+
+
+def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int:
+    """Delete finished job rows, and run rows, that ended before ``before``; return the
+    number of job rows deleted.
+
+    A boot job's row is kept whatever its age: it is the only record that its release ran
+    the job, and the next worker of that release to start would run it again without it.
+    """
+    outbox, runs = tables.outbox, tables.job_runs
+    # A QN holds no LIKE wildcard (``%``, ``_``): the key's prefix is matched exactly.
+    is_boot_record = outbox.c.idempotency_key.startswith(outbox.c.job_qn + BOOT_KEY_MARK)
+    deleted = conn.execute(
+        delete(outbox).where(
+            outbox.c.state.in_(FINISHED_STATES),
+            outbox.c.finished_at < before,
+            or_(outbox.c.idempotency_key.is_(None), ~is_boot_record),
+        )
+    ).rowcount
+    conn.execute(delete(runs).where(runs.c.finished_at < before))
+    return int(deleted or 0)
