@@ -32,13 +32,14 @@ ENDS_THE_CREDENTIAL = frozenset({"auth-revoke"})
 
 #: Refusals of schema-valid payloads for rules a JSON schema cannot state: a list's sort and
 #: filter name fields the entity declares sortable or filterable, a cursor is one the API
-#: issued, an update changes something (and, answered 422, a reference names an existing
-#: row). Any other refusal of a schema-valid request is a disagreement between the document
+#: issued, an update changes something, a decimal sent as a JSON number has at most 10
+#: digits after the point (``multipleOf`` cannot say it of binary floats; the text form's
+#: pattern does) (and, answered 422, a reference names an existing row). Any other refusal of a schema-valid request is a disagreement between the document
 #: and the validation.
 RULES_BEYOND_THE_SCHEMA = frozenset(
     {"not_sortable", "not_filterable", "invalid_cursor", "unknown_operator", "invalid_value",
      "list_type", "string_type", "no_changes", "not_searchable",
-     "offset_with_cursor"}
+     "offset_with_cursor", "decimal_max_places"}
 )  # fmt: skip
 
 

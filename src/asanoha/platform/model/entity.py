@@ -133,7 +133,10 @@ _PY_TYPES: dict[str, Any] = {
         decimal.Decimal,
         PydanticField(max_digits=38, decimal_places=10),
         WithJsonSchema(
-            {"anyOf": [{"type": "number"}, {"type": "string", "pattern": DECIMAL_TEXT}]}
+            {
+                "anyOf": [{"type": "number"}, {"type": "string", "pattern": DECIMAL_TEXT}],
+                "description": "At most 28 digits before the point and 10 after it.",
+            }
         ),
     ],
     "boolean": Annotated[bool, Strict()],
