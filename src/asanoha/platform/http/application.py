@@ -22,6 +22,7 @@ from asanoha.platform.http.mounts import AsgiMount, combined_lifespan
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 from asanoha.platform.http.routes import add_handler_routes
+from asanoha.platform.http.stream import add_stream_routes, build_feed_hub
 from asanoha.platform.http.tracing import trace_requests
 from asanoha.platform.http.wire import (
     ErrorEnvelope,
@@ -88,6 +89,9 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     add_approvals_route(api, app, catalogue)
     add_batch_route(api, app, catalogue, batch_model)
     add_handler_routes(api, app, catalogue)
+    feed = build_feed_hub(app)
+    api.state.asanoha_feed = feed
+    add_stream_routes(api, app, feed)
     for mount in mounts:
         api.router.routes.append(Route(mount.path, endpoint=mount.app))
     add_error_handlers(api, app)
