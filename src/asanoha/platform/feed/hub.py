@@ -122,11 +122,9 @@ class FeedHub:
         loop, wake = self._loop, self._wake
         if loop is None or wake is None or loop.is_closed():
             return
-        try:
+        # The loop may close meanwhile (the server is stopping): then nobody listens.
+        with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(wake.set)
-        except RuntimeError:
-            # The loop closed meanwhile (the server is stopping): nobody listens.
-            pass
 
     async def subscribe(
         self,
