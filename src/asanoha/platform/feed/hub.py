@@ -149,13 +149,27 @@ class FeedHub:
 
     def close_subscriptions(self) -> None:
         """End every stream (the clients reconnect and resume): at shutdown, and to move
-        clients to another process."""
+        clients to another process. Any thread may call it."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._close_all()
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._close_all)
+
+    def _close_all(self) -> None:
         for subscription in list(self._subscriptions):
             subscription.close()
 
     async def stop(self) -> None:
-        """End every stream and the reader."""
-        self.close_subscriptions()
+        """End every stream and the reader (on the server's loop)."""
+        self._close_all()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
