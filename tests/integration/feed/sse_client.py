@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,9 @@ class SseStream:
             self._chunks = self.response.iter_raw()
         while not done(self):
             chunk = next(self._chunks, None)
-            assert chunk is not None, f"the stream ended before it was done: {self.messages}"
+            assert chunk is not None, (
+                f"the stream ended before it was done, after {len(self.messages)} messages"
+            )
             self.feed(chunk)
         return self
 
@@ -88,6 +91,55 @@ class SseStream:
 
     def has_id(self, event_id: int) -> bool:
         return event_id in self.ids
+
+
+class SocketStream:
+    """A stream read from a plain socket, for a client that stops reading: its receive buffer
+    is tiny while it does not read (what it does not take stays with the server), and is
+    widened once it reads again (a tiny window makes every segment wait for an ACK)."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        host, port = base_url.removeprefix("http://").split(":")
+        self.socket = socket.socket()
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.socket.settimeout(60)
+        self.socket.connect((host, int(port)))
+        self.socket.sendall(
+            f"GET /api/stream?access_token={token} HTTP/1.1\r\nHost: {host}\r\n"
+            "Accept: text/event-stream\r\nConnection: close\r\n\r\n".encode()
+        )
+        self.stream = SseStream(response=None)  # type: ignore[arg-type]
+        self._body = b""
+        self._head_done = False
+
+    def read_until(self, done: Callable[[SseStream], bool]) -> SseStream:
+        """Read (with a wide receive buffer) until ``done`` or the server closes."""
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        while not done(self.stream):
+            data = self.socket.recv(1 << 20)
+            if not data:
+                break
+            self._take(data)
+        return self.stream
+
+    def close(self) -> None:
+        self.socket.close()
+
+    def _take(self, data: bytes) -> None:
+        self._body += data
+        if not self._head_done:
+            if b"\r\n\r\n" not in self._body:
+                return
+            _, self._body = self._body.split(b"\r\n\r\n", 1)
+            self._head_done = True
+        # Chunked transfer coding: <hex size>\r\n<data>\r\n ...
+        while b"\r\n" in self._body:
+            size_line, rest = self._body.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            if len(rest) < size + 2:
+                return
+            self.stream.feed(rest[:size])
+            self._body = rest[size + 2 :]
 
 
 @contextlib.contextmanager
