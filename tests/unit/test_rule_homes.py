@@ -51,7 +51,14 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.store.projections.apply_entity_event",
             }
         ),
-        frozenset({"asanoha.platform.service.domain_events", "asanoha.platform.service.executor"}),
+        frozenset(
+            {
+                "asanoha.platform.service.domain_events",
+                "asanoha.platform.service.executor",
+                # The platform's own events (job progress): no feature's, no plan's.
+                "asanoha.platform.service.platform_events",
+            }
+        ),
     ),
     "sealing personal values": (
         frozenset(

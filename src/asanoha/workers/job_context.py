@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser
-from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.service import RequestMeta, Service, WriteOrigin, platform_events
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
 from asanoha.platform.store import StoredEvent, read_event
@@ -217,6 +217,22 @@ class JobContext:
         job. The job then ends ``cancelled`` (no retry)."""
         if self.cancel_requested:
             raise JobCancelled(f"{self.job.qn} {self.task_id} was cancelled")
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far the job is (``fraction`` from 0 to 1, a short ``message`` without
+        personal data): an ``asanoha:job.progress`` event on the live feed, for the user
+        who started the job and the tenant's operators. Committed at once, apart from the
+        job's writes."""
+        platform_events.append_job_progress(
+            self._service.database,
+            self._service.tables,
+            tenant_id=self.meta.tenant_id,
+            job_id=self.task_id,
+            job_qn=self.job.qn,
+            owner=self.meta.triggered_by,
+            fraction=fraction,
+            message=message,
+        )
 
     def _request_meta(self) -> RequestMeta:
         return RequestMeta(correlation_id=self.meta.correlation_id, causation_id=self.task_id)

@@ -50,3 +50,13 @@ class RowId(BaseModel):
 @crm.write_handler("forget-ticket", access=ADMIN, agent=Agent(risk="high"))
 def forget_ticket(payload: RowId, ctx: WriteContext) -> Any:
     return ctx.entity("ticket").forget(payload.id)
+
+
+reports = Feature("reports")
+
+
+@reports.job("summarize", on="crm:write:ticket:create")
+def summarize(payload: dict[str, Any], ctx: Any) -> None:
+    """Reports its progress twice."""
+    ctx.progress(0.5, "half way")
+    ctx.progress(1.0)

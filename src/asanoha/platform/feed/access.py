@@ -7,6 +7,8 @@ entity's read rule confines the caller to its own rows (``ownership``), the row 
 caller's. Fields the caller may not read (``field_access``) are left out of the payload;
 personal values are opened as the query API opens them, ``[forgotten]`` once forgotten.
 Events on streams that are no entity row have no read rule and reach no one: default deny.
+The platform's job events (``asanoha:job.*``, ``service.platform_events``) reach the user
+who started the job and the tenant's operators.
 
 Ownership is decided on the row as it is when the event is sent (what a query would answer
 then), read once per batch for all clients; a row that is gone (hard delete) is nobody's.
@@ -24,6 +26,7 @@ from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.access import Access
 from asanoha.platform.service import field_access, ownership
 from asanoha.platform.service.ownership import OwnerRules
+from asanoha.platform.service.platform_events import JOB_STREAM_TYPE, OPERATOR_ROLE
 from asanoha.platform.store import StoredEvent
 from asanoha.platform.store.projections import Row
 
@@ -87,7 +90,11 @@ class FeedAccess:
     def visible(self, item: FeedItem, user: SessionUser) -> bool:
         """Whether ``user`` may receive ``item``."""
         event, entity_def = item.event, item.entity
-        if entity_def is None or event.tenant_id != user.tenant_id or user.is_anonymous:
+        if event.tenant_id != user.tenant_id or user.is_anonymous:
+            return False
+        if event.stream_type == JOB_STREAM_TYPE:
+            return OPERATOR_ROLE in user.roles or event.metadata.get("owner") == user.id
+        if entity_def is None:
             return False
         access = self.read_access(entity_def)
         if access is None or not access.admits(user):
@@ -99,8 +106,9 @@ class FeedAccess:
 
     def message(self, item: FeedItem, user: SessionUser) -> bytes:
         """``item`` as JSON for ``user`` (call ``visible`` first)."""
-        assert item.entity is not None
-        hidden = field_access.hidden_fields(item.entity, user)
+        hidden = (
+            frozenset() if item.entity is None else field_access.hidden_fields(item.entity, user)
+        )
         encoded = item.encoded.get(hidden)
         if encoded is None:
             encoded = pydantic_core.to_json(shown_event(item.event, hidden), serialize_unknown=True)

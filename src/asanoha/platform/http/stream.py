@@ -25,6 +25,7 @@ from asanoha.platform.http.auth import authenticate, bearer_token
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME
 from asanoha.platform.http.wire import error_response, internal_error_response
+from asanoha.platform.service.platform_events import PLATFORM_EVENT_TYPES
 from asanoha.platform.service.validation import invalid_field
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def build_feed_hub(app: HttpParts) -> FeedHub:
     """The feed of this API process, woken by the service's commits."""
     service = app.service
     access = FeedAccess(app.registry, service.owner_rules)
-    types = [event.qn for event in app.registry.events]
+    types = [event.qn for event in app.registry.events] + list(PLATFORM_EVENT_TYPES)
     settings = app.settings
     reader = FeedReader(
         app.database,
