@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from asanoha import Access, Agent, Entity, Feature, WriteContext, fields
+from asanoha import Access, Agent, Entity, Feature, StreamContext, WriteContext, fields
 
 ADMIN = Access(roles=["Admin"])
 STAFF = Access(roles=["Admin", "User"])
@@ -41,6 +41,21 @@ crm.crud(
     read=Access(roles=["Admin", "User"], owner="created_by", bypass_roles=["Admin"]),
 )
 crm.crud("audit", audit, write=ADMIN, read=ADMIN)
+
+
+@crm.stream_handler("board", access=STAFF, on=["crm:event:ticket.*"])
+def board(event: dict[str, Any], ctx: StreamContext) -> dict[str, Any] | None:
+    """Ticket titles as a board shows them (the cost only for those who may read it)."""
+    payload = event["payload"]
+    values = payload.get("data") or payload.get("changes") or {}
+    if "title" not in values:
+        return None
+    return {"ticket": event["streamId"], "title": values["title"], "cost": values.get("cost")}
+
+
+@crm.stream_handler("audit-trail", access=ADMIN, on=["crm:event:audit.*"])
+def audit_trail(event: dict[str, Any], ctx: StreamContext) -> dict[str, Any]:
+    return {"audit": event["streamId"]}
 
 
 class RowId(BaseModel):

@@ -149,12 +149,14 @@ def open_stream(
     params: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
     timeout: float = 30.0,
+    path: str = "/api/stream",
 ) -> Iterator[SseStream]:
-    """``GET /api/stream`` with ``token`` (as ``access_token``, as a browser sends it)."""
+    """``GET /api/stream`` (or ``path``) with ``token`` (as ``access_token``, as a browser
+    sends it)."""
     query = {"access_token": token, **(params or {})}
     with (
         httpx.Client(base_url=base_url, timeout=timeout) as client,
-        client.stream("GET", "/api/stream", params=query, headers=headers) as response,
+        client.stream("GET", path, params=query, headers=headers) as response,
     ):
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")

@@ -26,7 +26,14 @@ EXAMPLES_PER_OPERATION = 25
 #: Fixture handlers that fail on purpose (they test the 500 answer itself).
 DELIBERATE_FAILURES = frozenset({"catalog:write:explode", "catalog:write:rename-all"})
 #: Operations that answer an endless stream (the live feed): their own suite reads them.
-ENDLESS = frozenset({"stream_events", "stream_events_filtered"})
+ENDLESS = frozenset(
+    {
+        "stream_events",
+        "stream_events_filtered",
+        "stream_handler_events",
+        "stream_handler_events_filtered",
+    }
+)
 
 
 #: Refusals of schema-valid payloads for rules a JSON schema cannot state: a list's sort and

@@ -106,14 +106,21 @@ class FeedAccess:
 
     def message(self, item: FeedItem, user: SessionUser) -> bytes:
         """``item`` as JSON for ``user`` (call ``visible`` first)."""
-        hidden = (
-            frozenset() if item.entity is None else field_access.hidden_fields(item.entity, user)
-        )
+        hidden = self._hidden(item, user)
         encoded = item.encoded.get(hidden)
         if encoded is None:
             encoded = pydantic_core.to_json(shown_event(item.event, hidden), serialize_unknown=True)
             item.encoded[hidden] = encoded
         return encoded
+
+    def shown(self, item: FeedItem, user: SessionUser) -> dict[str, Any]:
+        """``item`` as ``user`` sees it, as a dict (what stream handlers get)."""
+        return shown_event(item.event, self._hidden(item, user))
+
+    def _hidden(self, item: FeedItem, user: SessionUser) -> frozenset[str]:
+        if item.entity is None:
+            return frozenset()
+        return field_access.hidden_fields(item.entity, user)
 
 
 def shown_event(event: StoredEvent, hidden: frozenset[str]) -> dict[str, Any]:

@@ -22,11 +22,15 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 
+import pydantic_core
+
 from asanoha.platform.feed import sse
 from asanoha.platform.feed.access import FeedAccess, FeedItem
+from asanoha.platform.feed.context import StreamContext
 from asanoha.platform.feed.filters import FeedFilter
 from asanoha.platform.feed.reader import FeedReader
 from asanoha.platform.model import SessionUser
+from asanoha.platform.model.handlers import StreamHandlerDef
 from asanoha.platform.store import StoredEvent
 
 #: Events a resuming client reads per query while it catches up.
@@ -49,8 +53,12 @@ class Subscription:
         start: int,
         after: int | None,
         expires_at: float | None,
+        handler: StreamHandlerDef | None = None,
     ) -> None:
         self.user = user
+        #: The stream handler that makes each message (``None``: the event as it is).
+        self.handler = handler
+        self.context = StreamContext(user)
         self.filter = filter
         self.buffer = buffer
         #: The hub's settled position when the client subscribed: live events come after it.
@@ -142,8 +150,10 @@ class FeedHub:
         *,
         after: int | None = None,
         expires_at: float | None = None,
+        handler: StreamHandlerDef | None = None,
     ) -> Subscription:
-        """A subscription from the head (``after=None``) or after the id ``after``."""
+        """A subscription from the head (``after=None``) or after the id ``after``; each
+        message made by ``handler`` when one is given."""
         await self._ensure_started()
         subscription = Subscription(
             user,
@@ -152,6 +162,7 @@ class FeedHub:
             start=self._reader.watermark,
             after=after,
             expires_at=expires_at,
+            handler=handler,
         )
         self._subscriptions.add(subscription)
         return subscription
@@ -234,16 +245,30 @@ class FeedHub:
             if not items:
                 return
             for item in items:
-                if self._wants(subscription, item):
+                message = self._render(subscription, item)
+                if message is not None:
                     subscription.last_id = item.id
-                    yield sse.event_message(item.id, self._access.message(item, subscription.user))
+                    yield sse.event_message(item.id, message)
             scanned = items[-1].id
 
-    def _wants(self, subscription: Subscription, item: FeedItem) -> bool:
-        event = item.event
-        return subscription.filter.matches(event.type, event.stream_id) and self._access.visible(
-            item, subscription.user
-        )
+    def _render(self, subscription: Subscription, item: FeedItem) -> bytes | None:
+        """What ``subscription`` is sent for ``item``; ``None``: nothing (not asked for, not
+        visible to its user, or its stream handler made nothing of it)."""
+        event, user = item.event, subscription.user
+        if not subscription.filter.matches(event.type, event.stream_id):
+            return None
+        if not self._access.visible(item, user):
+            return None
+        handler = subscription.handler
+        if handler is None:
+            return self._access.message(item, user)
+        try:
+            made = handler.func(self._access.shown(item, user), subscription.context)
+        except Exception:
+            # One handler's failure on one event costs that message, not the feed.
+            log.warning("stream handler %s failed on event %d", handler.qn, event.id, exc_info=True)
+            return None
+        return None if made is None else pydantic_core.to_json(made, serialize_unknown=True)
 
     async def _ensure_started(self) -> None:
         async with self._starting:
@@ -278,10 +303,10 @@ class FeedHub:
     def _fan_out(self, items: Sequence[FeedItem]) -> None:
         for subscription in list(self._subscriptions):
             for item in items:
-                if item.id <= subscription.skip_until or not self._wants(subscription, item):
+                if item.id <= subscription.skip_until:
                     continue
-                message = self._access.message(item, subscription.user)
-                if not subscription.offer(item.id, message):
+                message = self._render(subscription, item)
+                if message is not None and not subscription.offer(item.id, message):
                     break
 
 

@@ -18,13 +18,15 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from asanoha.platform.errors import AsanohaError
+from asanoha.platform.errors import AccessDeniedError, AsanohaError, NotFoundError, Reasons
 from asanoha.platform.feed import FeedAccess, FeedFilter, FeedHub, FeedReader
 from asanoha.platform.feed.filters import FEED
 from asanoha.platform.http.auth import authenticate, bearer_token
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME
 from asanoha.platform.http.wire import error_response, internal_error_response
+from asanoha.platform.model import SessionUser
+from asanoha.platform.model.handlers import StreamHandlerDef
 from asanoha.platform.service.platform_events import PLATFORM_EVENT_TYPES
 from asanoha.platform.service.validation import invalid_field
 
@@ -64,10 +66,17 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
     settings = app.settings
 
     async def open_stream(request: Request, values: dict[str, Any]) -> Response:
+        handler: StreamHandlerDef | None = None
         try:
             token = _token(request)
             user = authenticate(settings, None if token is None else f"Bearer {token}")
+            qn = request.path_params.get("qn")
+            if qn is not None:
+                handler = _stream_handler(app, qn, user)
             filter = FeedFilter.parse(values["types"], values["streams"])
+            if handler is not None:
+                # The handler's types, narrowed to the stream ids asked for.
+                filter = FeedFilter(handler.on, filter.streams)
             after = _position(request.headers.get("last-event-id"), "Last-Event-ID")
             if after is None:
                 after = _position(values["after"], "after")
@@ -76,7 +85,11 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
         except Exception as exc:
             return internal_error_response(request, exc, development=settings.development)
         subscription = await hub.subscribe(
-            user, filter, after=after, expires_at=None if token is None else _expiry(token)
+            user,
+            filter,
+            after=after,
+            expires_at=None if token is None else _expiry(token),
+            handler=handler,
         )
         return EventSourceResponse(
             hub.messages(subscription),
@@ -121,6 +134,21 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
         _parameter("after", "Resume after this global position (else: from the head)", "int"),
         _parameter(TOKEN_PARAMETER, "The bearer token, for clients that cannot send headers"),
     ]
+    body = {
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "types": {"type": "array", "items": {"type": "string"}},
+                        "streams": {"type": "array", "items": {"type": "string"}},
+                        "after": {"type": "integer", "minimum": 0},
+                    },
+                    "additionalProperties": False,
+                }
+            }
+        }
+    }
     api.add_api_route(
         STREAM_PATH,
         stream_get,
@@ -139,24 +167,62 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
         openapi_extra={
             "security": security,
             "responses": responses,
-            "requestBody": {
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "properties": {
-                                "types": {"type": "array", "items": {"type": "string"}},
-                                "streams": {"type": "array", "items": {"type": "string"}},
-                                "after": {"type": "integer", "minimum": 0},
-                            },
-                            "additionalProperties": False,
-                        }
-                    }
-                }
-            },
+            "requestBody": body,
         },
         include_in_schema=True,
     )
+    # The stream handlers: ``/api/stream/<qn>`` (the handler decides the types).
+    qn_parameter = {
+        "name": "qn",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+        "description": "The stream handler (`<feature>:stream:<name>`)",
+    }
+    handler_responses = {
+        **responses,
+        "403": {"description": "The caller may not open this stream"},
+        "404": {"description": "No such stream handler"},
+    }
+    api.add_api_route(
+        f"{STREAM_PATH}/{{qn}}",
+        stream_get,
+        methods=["GET"],
+        operation_id="stream_handler_events",
+        summary="Follow a stream handler's feed live (Server-Sent Events)",
+        openapi_extra={
+            "parameters": [qn_parameter, *parameters[1:]],
+            "security": security,
+            "responses": handler_responses,
+        },
+        include_in_schema=True,
+    )
+    api.add_api_route(
+        f"{STREAM_PATH}/{{qn}}",
+        stream_post,
+        methods=["POST"],
+        operation_id="stream_handler_events_filtered",
+        summary="Follow a stream handler's feed live, with the filter in a JSON body",
+        openapi_extra={
+            "parameters": [qn_parameter],
+            "security": security,
+            "responses": handler_responses,
+            "requestBody": body,
+        },
+        include_in_schema=True,
+    )
+
+
+def _stream_handler(app: HttpParts, qn: str, user: SessionUser) -> StreamHandlerDef:
+    """The stream handler ``qn`` if ``user`` may open it (404 / 403 as for handlers)."""
+    handler = app.registry.stream(qn)
+    if handler is None:
+        raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn, kind="stream")
+    if not handler.access.admits(user):
+        raise AccessDeniedError(
+            Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
+        )
+    return handler
 
 
 def _token(request: Request) -> str | None:
