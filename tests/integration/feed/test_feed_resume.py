@@ -105,3 +105,12 @@ def test_a_late_commit_below_a_committed_id_is_sent_first(stack: Stack, served: 
         marker = create_ticket(stack, "marker")
         again.read_until(lambda s: len(s.events) == 1)
     assert [m.json["streamId"] for m in again.events] == [marker["id"]]
+
+
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
+def test_an_expired_token_ends_the_stream_with_reauth(stack: Stack, served: Served) -> None:
+    with open_stream(served.base_url, served.token(ADMIN, ttl=1)) as admin:
+        admin.read_to_end()
+    reauth = admin.messages[-1]
+    assert reauth.event == "reauth"
+    assert reauth.json == {"lastEventId": 0}
