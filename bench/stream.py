@@ -167,7 +167,10 @@ def latency(
     spacing: float,
 ) -> dict[str, float]:
     """Latency percentiles (ms) and API-process CPU per delivered message (ms)."""
+    rss_before = resident_kb()
     with Connected(base_url, token, clients) as connected:
+        # The clients are connected: what the API process holds for them.
+        per_client_kb = (resident_kb() - rss_before) / clients
         cpu_before = time.process_time()
         for n in range(writes):
             app.service.dispatch_write(CREATE_QN, note_payload(n), USER)
@@ -186,7 +189,17 @@ def latency(
         "p99": quantiles[98],
         "cpu_per_message_ms": cpu * 1000 / max(1, len(delays)),
         "delivered": float(len(delays)),
+        "kib_per_client": per_client_kb,
     }
+
+
+def resident_kb() -> float:
+    """This process's resident memory (Linux), in KiB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return float(line.split()[1])
+    return 0.0
 
 
 def throughput(app: App, seconds: float) -> float:
@@ -234,7 +247,8 @@ def run(args: argparse.Namespace) -> list[Figure]:
                     print(
                         f"{clients:5d} clients: commit -> receipt p50 {found['p50']:7.1f} ms"
                         f"  p99 {found['p99']:7.1f} ms  API CPU per delivered message "
-                        f"{found['cpu_per_message_ms']:.3f} ms"
+                        f"{found['cpu_per_message_ms']:.3f} ms, memory per connection "
+                        f"{found['kib_per_client']:.1f} KiB"
                     )
                 alone = throughput(app, args.seconds)
                 most = max(args.clients)
