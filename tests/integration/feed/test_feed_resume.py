@@ -114,3 +114,34 @@ def test_an_expired_token_ends_the_stream_with_reauth(stack: Stack, served: Serv
     reauth = admin.messages[-1]
     assert reauth.event == "reauth"
     assert reauth.json == {"lastEventId": 0}
+
+
+@pytest.mark.parametrize("stack", ["postgres"], indirect=True)
+def test_an_id_whose_writer_rolled_back_does_not_hold_the_feed(
+    stack: Stack, served: Served
+) -> None:
+    service = stack.app.service
+    ticket = next(e for e in stack.registry.entities if e.name == "ticket")
+    with open_stream(served.base_url, served.token(ADMIN)) as admin:
+        admin.read_until(lambda s: b"retry:" in s.raw)
+        conn = service.database.engine.connect()
+        transaction = conn.begin()
+        rolled_back = append_event(
+            conn,
+            service.database.backend,
+            service.tables,
+            tenant_id=ADMIN.tenant_id,
+            stream_id=str(uuid.uuid4()),
+            stream_type=ticket.key,
+            expected_version=0,
+            type=ticket.event_qn("created"),
+            payload={"data": {"title": "never"}},
+            metadata={},
+            created_by=ADMIN.id,
+        )
+        after = create_ticket(stack, "after the rollback")
+        transaction.rollback()
+        conn.close()
+        admin.read_until(lambda s: len(s.events) == 1)
+    assert [m.json["streamId"] for m in admin.events] == [after["id"]]
+    assert admin.ids[0] > rolled_back.id

@@ -92,8 +92,11 @@ class FeedReader:
             self.start()
         assert self._cursor is not None
         with self._database.begin() as conn:
-            # Drawn after the previous scan: the bound of the gaps it found (``visibility``).
-            cursor = dataclasses.replace(self._cursor, xid=self._visibility.draw_bound(conn))
+            # Drawn after the previous scan: the bound of the gaps it found (``visibility``);
+            # only when one waits for it, so an idle feed takes no transaction id per read.
+            unbounded = any(gap.bound is None for gap in self._cursor.gaps)
+            xid = self._visibility.draw_bound(conn) if unbounded else None
+            cursor = dataclasses.replace(self._cursor, xid=xid)
             scan = self._visibility.scan(conn, self._tables, cursor, self._types, self._limit)
             self._cursor = dataclasses.replace(cursor, position=scan.position, gaps=scan.gaps)
             watermark = settled(scan.position, scan.gaps)
