@@ -94,7 +94,9 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
         return EventSourceResponse(
             hub.messages(subscription),
             ping=settings.stream_heartbeat,
-            ping_message_factory=lambda: ServerSentEvent(comment="ping"),
+            ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
+            # The same line ends as the messages the feed writes itself.
+            sep="\n",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
