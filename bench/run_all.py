@@ -57,9 +57,12 @@ BENCHMARKS = (
     ),
     Benchmark("drain_probe.py", quick=("--foreign", "2000", "--passes", "20")),
     Benchmark("pre_ping.py", quick=("--seconds", "0.5", "--rounds", "1")),
+    # asanoha --help against celery --help, and import asanoha against import celery.
+    Benchmark("cli_startup.py", quick=("--runs", "1")),
     Benchmark("tracing.py", quick=("--seconds", "0.5", "--rounds", "1")),
     Benchmark("console_page.py", quick=("--rows", "10000", "--other", "2000", "--renders", "3")),
     Benchmark("rebuild.py", quick=("--quick",)),
+    Benchmark("aggregates.py", quick=("--quick",)),
     Benchmark("partitioned_consumer.py", quick=("--events", "2000", "--rounds", "1")),
     Benchmark("consumer_wakes.py", quick=("--quick",)),
     # The live feed: commit -> receipt with 1, 100, 1,000 clients (quick: 1 and 20).

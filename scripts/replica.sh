@@ -22,17 +22,36 @@ streaming() {
   return 1
 }
 
-if port_open "$PORT"; then
-  if in_recovery && streaming; then log "running on port $PORT"; exit 0; fi
-  in_recovery && { log "the standby on port $PORT does not stream from the primary: see its log"; exit 1; }
-  log "port $PORT answers but is not a standby: set ASANOHA_REPLICA_PORT to a free port"; exit 1
-fi
-
 version=$(ls /etc/postgresql | sort -V | tail -n1)
 bin=/usr/lib/postgresql/$version/bin
 data=/var/lib/postgresql/asanoha-replica-$version
 hba=/etc/postgresql/$version/main/pg_hba.conf
 logfile=/var/log/postgresql/asanoha-replica.log
+
+# A standby that falls behind a busy primary by more than the WAL the primary keeps can never
+# catch up (no replication slot: a dead standby must not fill the primary's disk). Keep a
+# bounded amount of WAL for it.
+if [ "$(psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atc \
+  "SELECT setting::bigint < 1024 FROM pg_settings WHERE name = 'wal_keep_size'")" = t ]; then
+  log "keeping 1 GB of WAL on the primary for the standby"
+  psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atc "ALTER SYSTEM SET wal_keep_size = '1GB'" >/dev/null
+  psql -h 127.0.0.1 -p 5432 -U postgres -d postgres -Atc 'SELECT pg_reload_conf()' >/dev/null
+fi
+
+if port_open "$PORT"; then
+  if in_recovery && streaming; then log "running on port $PORT"; exit 0; fi
+  ours=$(psql -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -Atc 'SHOW data_directory' 2>/dev/null || true)
+  if in_recovery && [ "$ours" = "$data" ]; then
+    # Ours, but lost: the WAL it needs is gone from the primary. Made again below.
+    log "the standby on port $PORT does not stream (WAL it needs is gone): making it again"
+    as_postgres "$bin/pg_ctl" -D "$data" -m fast stop >/dev/null 2>&1 || true
+    lost=1
+  elif in_recovery; then
+    log "the standby on port $PORT does not stream from the primary: see its log"; exit 1
+  else
+    log "port $PORT answers but is not a standby: set ASANOHA_REPLICA_PORT to a free port"; exit 1
+  fi
+fi
 
 # The primary must let 127.0.0.1 stream its WAL (its other connections are trust already).
 if ! grep -Eq '^host\s+replication\s+all\s+127\.0\.0\.1/32\s+trust' "$hba"; then
@@ -68,7 +87,7 @@ CONF
 }
 
 touch "$logfile" && chown postgres "$logfile" 2>/dev/null || true
-if [ -f "$data/standby.signal" ] && start && in_recovery && streaming; then
+if [ -z "${lost:-}" ] && [ -f "$data/standby.signal" ] && start && in_recovery && streaming; then
   log "started on port $PORT"; exit 0
 fi
 # A standby that cannot start or follow (the primary was rebuilt, WAL it needs is gone) is

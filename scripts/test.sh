@@ -5,11 +5,43 @@
 # The tests run on ASANOHA_TEST_WORKERS pytest-xdist workers (default 2), then the end-to-end
 # tests (they start fleets of processes) in a serial run of their own; 1 runs everything in
 # one serial run. Arguments go to both runs.
+#
+# The id of each failing test is written to .asanoha-failures as it fails, so a stopped run
+# still names its failures.
+#   scripts/test.sh --quick   the unit tests and a fast integration subset (every area once)
+#   scripts/test.sh --failed  the tests .asanoha-failures names (the last run's failures)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+failures=.asanoha-failures
+# One test file per area: the write path and its gates, HTTP, lists, personal data, jobs,
+# consumers, the command line, the bundled handlers, the README and the docs' examples.
+quick=(
+  tests/unit
+  tests/integration/core/test_dispatch.py
+  tests/integration/core/test_instruction_gate.py
+  tests/integration/http/test_auth.py
+  tests/integration/lists/test_keyset_paging.py
+  tests/integration/personal/test_forget.py
+  tests/integration/workers/test_attempts.py
+  tests/integration/consumers/test_delivery.py
+  tests/integration/cli/test_listings.py
+  tests/integration/handlers/test_job_admin.py
+  tests/integration/test_docs_examples.py
+)
+case "${1:-}" in
+  --quick) shift; set -- "${quick[@]}" "$@" ;;
+  --failed)
+    shift
+    if [ ! -s "$failures" ]; then echo "no failures recorded in $failures"; exit 0; fi
+    mapfile -t ids < "$failures"
+    set -- "${ids[@]}" "$@"
+    ;;
+esac
 scripts/services.sh
 scripts/browser.sh
 scripts/venv.sh
+: > "$failures"
+set -- -p tests.failures_file "$@"
 workers=${ASANOHA_TEST_WORKERS:-2}
 case "$workers" in
   '' | *[!0-9]*) echo "ASANOHA_TEST_WORKERS must be a number of workers, not '$workers'" >&2; exit 2 ;;

@@ -11,15 +11,22 @@ from typing import Any
 
 import pytest
 from celery import Celery
+
+# Celery's own fixtures, with an in-process worker: celery_worker and the two it reads.
+# Imported here rather than listed in pytest_plugins, which pytest-celery (installed with the
+# test extra) has already imported, so pytest would warn that it cannot rewrite them.
+# Fixtures of this file win over a plugin's, so pytest-celery's Docker worker stays out.
+from celery.contrib.pytest import (  # noqa: F401
+    celery_includes,
+    celery_worker,
+    celery_worker_pool,
+)
 from shop import feature
 
 from asanoha import App
 from asanoha.platform.settings import Settings
 from asanoha.testing.celery_drain import celery_worker_parameters_for
 from asanoha.workers.lanes import app_queues, delete_queues
-
-# celery_app, celery_worker, celery_config, ...: Celery's fixtures, with an in-process worker.
-pytest_plugins = ["celery.contrib.pytest"]
 
 
 @pytest.fixture(scope="session")

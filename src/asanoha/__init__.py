@@ -33,6 +33,7 @@ from asanoha.platform.feed.context import StreamContext
 from asanoha.platform.model import (
     Access,
     Agent,
+    AggregateDef,
     Backoff,
     Concurrency,
     Entity,
@@ -50,6 +51,7 @@ from asanoha.platform.personal.master_keys import KeyWrapper, LocalKeyWrapper
 from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
+from asanoha.platform.store.declared_projections import ProjectionTarget
 
 if TYPE_CHECKING:
     from asanoha.workers import DrainTimeoutError, JobContext, JobFailedError
@@ -59,6 +61,7 @@ __all__ = [
     "Access",
     "AccessDeniedError",
     "Agent",
+    "AggregateDef",
     "App",
     "AsanohaError",
     "AuthenticationError",
@@ -80,6 +83,7 @@ __all__ = [
     "LocalKeyWrapper",
     "NotFoundError",
     "PayloadTooLargeError",
+    "ProjectionTarget",
     "QueryContext",
     "RateLimit",
     "RateLimitError",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from celery import Celery
     from fastapi import FastAPI
 
+    from asanoha.platform.identity import TokenVerifier
     from asanoha.workers.celery_app import CeleryJobs
     from asanoha.workers.consumer_wake import ConsumerWaker
 
@@ -225,6 +226,23 @@ class App:
         return upgrade
 
     @functools.cached_property
+    def tokens(self) -> TokenVerifier:
+        """Checks bearer tokens (own, the identity provider's, personal access tokens,
+        revocations) and signs the platform's own. Built on first use: a worker never
+        checks a token."""
+        from asanoha.platform.identity import TokenVerifier
+        from asanoha.platform.identity.access_tokens import AccessTokenStore
+        from asanoha.platform.identity.revocations import RevocationList
+
+        tables = self.service.tables
+        revocations = RevocationList(self.database, tables.token_revocations)
+        return TokenVerifier(
+            self.settings,
+            revocations=revocations,
+            access_tokens=AccessTokenStore(self.database, tables.access_tokens, revocations),
+        )
+
+    @functools.cached_property
     def http(self) -> FastAPI:
         """The FastAPI application, with the MCP server at ``/mcp``."""
         return self.build_http()
@@ -237,7 +255,7 @@ class App:
         from asanoha.platform.http.mounts import AsgiMount
 
         endpoint = McpHttpEndpoint(
-            build_mcp_server(self.service, McpCallers(self.settings)), self.settings
+            build_mcp_server(self.service, McpCallers(self.tokens)), self.settings, self.tokens
         )
         return build_http_app(self, [AsgiMount("/mcp", endpoint, endpoint.lifespan)])
 

@@ -235,6 +235,14 @@ def test_build_on_it_example_runs_as_written(tmp_path: Path) -> None:
     ]
 
 
+def test_aggregates_example_runs_as_written(tmp_path: Path) -> None:
+    example = next(b for b in python_blocks() if b.startswith("# accounts.py"))
+    (tmp_path / "accounts.py").write_text(example, encoding="utf-8")
+    ran = run_python(tmp_path, sqlite_env(tmp_path, "accounts.sqlite3"), "accounts.py")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines() == ["{'balance': 30}", "[('acc-1', 30)]"]
+
+
 def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_stack: Any) -> None:
     example = next(b for b in python_blocks() if b.startswith("# notes.py"))
     namespace: dict[str, Any] = {"__name__": "readme_notes"}
@@ -249,3 +257,15 @@ def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_sta
             select(stack.tables.outbox.c.job_qn, stack.tables.outbox.c.state)
         ).all()
     assert [tuple(s) for s in states] == [("crm:job:welcome", "succeeded")]
+
+
+def test_feature_configuration_example_runs_as_written(tmp_path: Path) -> None:
+    example = next(b for b in python_blocks() if b.startswith("# mailer.py"))
+    (tmp_path / "mailer.py").write_text(example, encoding="utf-8")
+    ran = run_python(tmp_path, sqlite_env(tmp_path, "mailer.sqlite3"), "mailer.py")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    secret_set, sent = ran.stdout.splitlines()
+    assert secret_set == "{'feature': 'mailer', 'name': 'smtp_password', 'is_set': True}"
+    assert sent.startswith(
+        "{'sender': 'hi@acme.test', 'has_password': True, 'locale': 'en', 'sent_at': 'CE"
+    )

@@ -49,6 +49,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.store.events.append_event",
                 "asanoha.platform.store.apply_entity_event",
                 "asanoha.platform.store.projections.apply_entity_event",
+                "asanoha.platform.store.declared_projections.apply_declared_projections",
             }
         ),
         frozenset(
@@ -70,6 +71,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         ),
         frozenset(
             {
+                "asanoha.platform.service.aggregates",
                 "asanoha.platform.service.domain_events",
                 "asanoha.platform.service.executor",
                 "asanoha.platform.service.idempotency",

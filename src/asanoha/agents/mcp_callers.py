@@ -7,7 +7,8 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 
 from asanoha.platform.errors import AuthenticationError, Reasons
-from asanoha.platform.http.auth import authenticate, decode_token
+from asanoha.platform.http.auth import authenticate, decode_token, verifier_of
+from asanoha.platform.identity import TokenVerifier
 from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
 
@@ -23,8 +24,8 @@ class McpCallers:
     given at start, decoded again per call so its expiry holds.
     """
 
-    def __init__(self, settings: Settings, stdio_token: str | None = None) -> None:
-        self._settings = settings
+    def __init__(self, tokens: Settings | TokenVerifier, stdio_token: str | None = None) -> None:
+        self._tokens = verifier_of(tokens)
         self._stdio_token = stdio_token
 
     def user_of(self, http_request: Any, agent_run: str | None = None) -> SessionUser:
@@ -34,9 +35,9 @@ class McpCallers:
         claim; else ``"mcp"``.
         """
         if isinstance(http_request, HttpRequest):
-            user = authenticate(self._settings, http_request.headers.get("authorization"))
+            user = authenticate(self._tokens, http_request.headers.get("authorization"))
         elif self._stdio_token:
-            user = decode_token(self._settings, self._stdio_token)
+            user = decode_token(self._tokens, self._stdio_token)
         else:
             raise AuthenticationError(Reasons.TOKEN_MISSING)
         return user.as_agent(agent_run or user.agent or "mcp")

@@ -22,9 +22,10 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from asanoha.platform.errors import AsanohaError, Reasons, ValidationError
-from asanoha.platform.http.auth import authenticate
+from asanoha.platform.http.auth import authenticate_request, verifier_of
 from asanoha.platform.http.limits import exceeds_depth, read_body, replay_body
 from asanoha.platform.http.wire import error_response
+from asanoha.platform.identity import TokenVerifier
 from asanoha.platform.model import SessionUser
 from asanoha.platform.settings import Settings
 
@@ -37,9 +38,12 @@ class McpHttpEndpoint:
     The manager can run once; each lifespan of the hosting app starts a fresh one.
     """
 
-    def __init__(self, server: Server[Any], settings: Settings) -> None:
+    def __init__(
+        self, server: Server[Any], settings: Settings, tokens: TokenVerifier | None = None
+    ) -> None:
         self._server = server
         self._settings = settings
+        self._tokens = verifier_of(tokens or settings)
         self._manager: StreamableHTTPSessionManager | None = None
 
     @contextlib.asynccontextmanager
@@ -64,7 +68,7 @@ class McpHttpEndpoint:
             return
         request = Request(scope, receive)
         try:
-            user = authenticate(self._settings, request.headers.get("authorization"))
+            user = await authenticate_request(self._tokens, request)
             if request.method == "POST":
                 receive = await self._checked_body(request)
         except AsanohaError as error:

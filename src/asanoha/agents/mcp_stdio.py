@@ -6,11 +6,12 @@ from mcp.server.stdio import stdio_server
 
 from asanoha.agents.mcp_callers import McpCallers
 from asanoha.agents.mcp_server import build_mcp_server
+from asanoha.platform.identity import TokenVerifier
 from asanoha.platform.service import Service
 from asanoha.platform.settings import Settings
 
 
-async def serve_stdio(service: Service, settings: Settings, token: str) -> None:
+async def serve_stdio(service: Service, settings: Settings | TokenVerifier, token: str) -> None:
     """Serve MCP on stdin/stdout until the client closes; every call acts as ``token``'s user."""
     server = build_mcp_server(service, McpCallers(settings, stdio_token=token))
     async with stdio_server() as (read_stream, write_stream):

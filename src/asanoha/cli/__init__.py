@@ -36,13 +36,17 @@ COMMANDS: dict[str, str] = {
     "flower": "asanoha.cli.flower:flower",
     "celery": "asanoha.cli.celery_cli:celery",
     "token": "asanoha.cli.tokens:token",
+    "tokens": "asanoha.cli.access_tokens:tokens",
     "explain": "asanoha.cli.explain:explain",
     "tools": "asanoha.cli.tools:tools",
     "migrate": "asanoha.cli.migrate:migrate",
     "consumers": "asanoha.cli.consumers:consumers",
     "jobs": "asanoha.cli.jobs:jobs",
+    "features": "asanoha.cli.features:features",
     "projections": "asanoha.cli.projections:projections",
+    "events": "asanoha.cli.events:events",
     "keys": "asanoha.cli.keys:keys",
+    "config": "asanoha.cli.config:config",
 }
 
 

@@ -53,13 +53,13 @@ def mcp(
                 param_hint=TOKEN_ENV,
             )
         try:
-            decode_token(loaded.settings, token)
+            decode_token(loaded.tokens, token)
         except AsanohaError as error:
             raise typer.BadParameter(
                 f"{error.reason}: {error.message}", param_hint=TOKEN_ENV
             ) from None
         require_current_schema(loaded, app)
-        anyio.run(serve_stdio, loaded.service, loaded.settings, token)
+        anyio.run(serve_stdio, loaded.service, loaded.tokens, token)
         return
     import uvicorn
 
@@ -68,6 +68,6 @@ def mcp(
 
     require_current_schema(loaded, app)
     endpoint = McpHttpEndpoint(
-        build_mcp_server(loaded.service, McpCallers(loaded.settings)), loaded.settings
+        build_mcp_server(loaded.service, McpCallers(loaded.tokens)), loaded.settings, loaded.tokens
     )
     uvicorn.run(standalone_mcp_app(endpoint), host=host, port=port)

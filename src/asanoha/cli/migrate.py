@@ -110,10 +110,14 @@ def revision(
 
     The database is compared with the registry: apply the earlier revisions first. The
     first revision creates every entity table (see the README's Migrations section). Review
-    the file before applying it (renames appear as a drop and an add).
+    the file before applying it (renames appear as a drop and an add). A new field's
+    ``default=`` is backfilled into the existing rows; the command says which.
     """
     from asanoha.platform.store.migrations import write_app_revision
 
     loaded = load_app(app)
-    for path in write_app_revision(migrations, loaded.registry, loaded.database, message):
+    said: list[str] = []
+    for path in write_app_revision(migrations, loaded.registry, loaded.database, message, said):
         typer.echo(f"wrote {path}")
+    for line in said:
+        typer.echo(line)

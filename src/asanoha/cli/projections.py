@@ -11,14 +11,24 @@ from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.platform.errors import AsanohaError
 
 if TYPE_CHECKING:
+    from asanoha.app import App
+    from asanoha.platform.model.projections import ProjectionDef
     from asanoha.platform.store.rebuild import RebuildProgress, RebuildResult
 
-projections = typer.Typer(help="Entity tables as projections of their events: rebuild.")
+projections = typer.Typer(
+    help="Entity tables and declared projections as projections of their events: rebuild."
+)
 
 
 @projections.command()
 def rebuild(
-    entity: Annotated[str, typer.Argument(help="The entity, as feature:name (e.g. shop:order).")],
+    entity: Annotated[
+        str,
+        typer.Argument(
+            help="The entity, as feature:name (e.g. shop:order), or a declared projection "
+            "(e.g. shop:projection:order-totals)."
+        ),
+    ],
     app: AppOption,
     tenant: Annotated[
         str | None, typer.Option(help="Rebuild only this tenant's rows.", show_default=False)
@@ -36,7 +46,8 @@ def rebuild(
 ) -> None:
     """Replay the entity's events into a shadow table while writes go on, catch up with the
     writes made meanwhile and swap it in, in one transaction. A live row without events stops
-    the rebuild with its id (exit 1; nothing changes) unless --drop-orphans."""
+    the rebuild with its id (exit 1; nothing changes) unless --drop-orphans. A declared
+    projection (feature.projection) is rebuilt the same way from the events it follows."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -48,10 +59,23 @@ def rebuild(
     from asanoha.platform.store.rebuild import rebuild_guarded
 
     loaded = load_app(app)
+    declared = loaded.registry.find_projection(entity)
+    if declared is not None:
+        if tenant is not None or drop_orphans or keep:
+            raise typer.BadParameter(
+                f"{declared.qn} is a declared projection: it is rebuilt whole, without "
+                "--tenant, --drop-orphans or --keep"
+            )
+        _rebuild_declared(loaded, declared)
+        return
     entity_def = loaded.registry.find_entity(entity)
     if entity_def is None:
-        known = ", ".join(sorted(found.key for found in loaded.registry.entities)) or "none"
-        raise typer.BadParameter(f"no entity {entity!r}; the application has: {known}")
+        known = [found.key for found in loaded.registry.entities]
+        known += [found.qn for found in loaded.registry.projections]
+        raise typer.BadParameter(
+            f"no entity or declared projection {entity!r}; the application has: "
+            + (", ".join(sorted(known)) or "none")
+        )
     started = time.perf_counter()
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -81,6 +105,19 @@ def rebuild(
             typer.echo(f"{error.reason}: {error.message}", err=True)
             raise typer.Exit(1) from None
     typer.echo(_summary(result, time.perf_counter() - started))
+
+
+def _rebuild_declared(loaded: App, declared: ProjectionDef) -> None:
+    from asanoha.platform.store.declared_projections import rebuild_declared_projection
+
+    started = time.perf_counter()
+    result = rebuild_declared_projection(loaded.database, loaded.service.tables, declared)
+    seconds = time.perf_counter() - started
+    again = ", replayed again under the lock" if result.restarted else ""
+    typer.echo(
+        f"rebuilt {result.projection}: {result.replayed:,} events in {seconds:.1f} s, "
+        f"{result.caught_up:,} of them written during the rebuild{again}"
+    )
 
 
 def _summary(result: RebuildResult, seconds: float) -> str:

@@ -6,6 +6,7 @@ and answer with a redirect to the page (post/redirect/get), the outcome in its q
 
 from __future__ import annotations
 
+import html
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ from starlette.staticfiles import StaticFiles
 from asanoha.console import calls
 from asanoha.console.charts import lag_chart, throughput_chart
 from asanoha.console.forms import bounded, form_text, json_field
+from asanoha.console.outcomes import error_text, notice_text
+from asanoha.console.provider_login import FLOW_COOKIE, FLOW_SECONDS, ProviderLogin
 from asanoha.console.session import (
     CONSOLE_ROLE,
     CSRF_FIELD,
@@ -32,6 +35,7 @@ from asanoha.console.session import (
     has_valid_login_nonce,
     keep_login_nonce,
     login_nonce,
+    revoke_session_token,
     signed_in_user,
     start_session,
 )
@@ -89,6 +93,8 @@ class Console:
             Route(path, self.home, methods=["GET"]),
             Route(f"{path}/login", self.login_form, methods=["GET"]),
             Route(f"{path}/login", self.login, methods=["POST"]),
+            Route(f"{path}/login/provider", self.provider_login, methods=["GET"]),
+            Route(f"{path}/login/provider/back", self.provider_back, methods=["GET"]),
             Route(f"{path}/logout", self.action(self.logout), methods=["POST"]),
             Route(f"{path}/jobs", self.page(self.jobs), methods=["GET"]),
             Route(f"{path}/jobs/run", self.action(self.run_job), methods=["POST"]),
@@ -105,6 +111,8 @@ class Console:
                 methods=["POST"],
             ),
             Route(f"{path}/writes", self.page(self.writes), methods=["GET"]),
+            Route(f"{path}/tokens", self.page(self.tokens), methods=["GET"]),
+            Route(f"{path}/tokens/revoke", self.action(self.revoke_token), methods=["POST"]),
             Mount(f"{path}/static", StaticFiles(directory=HERE / "static")),
         ]
 
@@ -114,7 +122,7 @@ class Console:
         """A GET page: without a session, a redirect to the login."""
 
         async def endpoint(request: Request) -> Response:
-            session = current_session(self.parts.settings, request)
+            session = current_session(self.parts.tokens, request)
             if session is None:
                 return self.to_login(request)
             return await render(request, session)
@@ -126,7 +134,7 @@ class Console:
         CSRF token 403, and nothing is done."""
 
         async def endpoint(request: Request) -> Response:
-            session = current_session(self.parts.settings, request)
+            session = current_session(self.parts.tokens, request)
             if session is None:
                 return self.to_login(request)
             try:
@@ -171,7 +179,7 @@ class Console:
 
     async def login_form(self, request: Request) -> Response:
         """The login page (the Jobs page when already signed in)."""
-        if current_session(self.parts.settings, request) is not None:
+        if current_session(self.parts.tokens, request) is not None:
             return RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
         return self.login_page(request)
 
@@ -187,6 +195,7 @@ class Console:
             problem=problem,
             role=CONSOLE_ROLE,
             nonce=nonce,
+            provider=ProviderLogin.of(self.parts.settings) is not None,
         )
         keep_login_nonce(response, request, nonce, cookie_path(request))
         return response
@@ -209,7 +218,7 @@ class Console:
             )
         token = form_text(form, "token").strip()
         try:
-            signed_in_user(self.parts.settings, token)
+            signed_in_user(self.parts.tokens, token)
         except AsanohaError as error:
             if error.reason == Reasons.ROLE_REQUIRED:
                 return self.login_page(request, f"This token lacks the {CONSOLE_ROLE} role.")
@@ -218,9 +227,60 @@ class Console:
         start_session(response, request, token, cookie_path(request), self.parts.settings)
         return response
 
+    async def provider_login(self, request: Request) -> Response:
+        """Send the browser to the identity provider (authorization code flow, PKCE)."""
+        provider = ProviderLogin.of(self.parts.settings)
+        if provider is None:
+            return self.to_login(request)
+        try:
+            url, flow = await run_in_threadpool(provider.start, _provider_back_url(request))
+        except (OSError, ValueError):
+            return self.login_page(request, "The identity provider cannot be reached.")
+        response = RedirectResponse(url, status_code=303)
+        # Lax, not Strict: the provider's redirect back is a navigation from its site.
+        response.set_cookie(
+            FLOW_COOKIE, flow, max_age=FLOW_SECONDS, path=cookie_path(request), httponly=True,
+            samesite="lax", secure=request.url.scheme == "https",
+        )  # fmt: skip
+        return response
+
+    async def provider_back(self, request: Request) -> Response:
+        """The provider's redirect back: exchange the code and start the session."""
+        provider = ProviderLogin.of(self.parts.settings)
+        if provider is None:
+            return self.to_login(request)
+        params = request.query_params
+        try:
+            token = await run_in_threadpool(
+                provider.finish,
+                request.cookies.get(FLOW_COOKIE),
+                params.get("state"),
+                params.get("code"),
+                _provider_back_url(request),
+            )
+            await run_in_threadpool(signed_in_user, self.parts.tokens, token)
+        except AsanohaError as error:
+            if error.reason == Reasons.ROLE_REQUIRED:
+                return self.login_page(request, f"This account lacks the {CONSOLE_ROLE} role.")
+            return self.login_page(request, "The identity provider's token was refused.")
+        except (OSError, ValueError):
+            return self.login_page(request, "The sign-in at the identity provider failed.")
+        # A page of this site moves on: the Strict session cookie is not sent on a redirect
+        # chain that a navigation from the provider's site started.
+        target = html.escape(f"{base_of(request)}/jobs")
+        response = HTMLResponse(
+            f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+            f'<a href="{target}">Continue</a>'
+        )
+        start_session(response, request, token, cookie_path(request), self.parts.settings)
+        response.delete_cookie(FLOW_COOKIE, path=cookie_path(request))
+        return response
+
     async def logout(self, request: Request, session: Session) -> Response:
-        """End the session."""
-        response = RedirectResponse(f"{base_of(request)}/login", status_code=303)
+        """End the session and revoke its token: a copy of the cookie replayed later is
+        refused by the console and the API alike."""
+        await run_in_threadpool(revoke_session_token, self.parts.tokens, session)
+        response = RedirectResponse(f"{base_of(request)}/login?notice=signed-out", status_code=303)
         end_session(response, cookie_path(request))
         return response
 
@@ -307,7 +367,7 @@ class Console:
         operation = request.path_params["operation"]
         back = f"{base_of(request)}/jobs/{job_id}"
         if operation not in JOB_ACTIONS:
-            return _back(back, error=f"There is no job operation {operation!r}.")
+            return _back(back, error="unknown-operation")
         answer = await calls.write(
             self.parts.service,
             request,
@@ -317,8 +377,7 @@ class Console:
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        done = "put back to pending" if operation == "retry" else f"now {answer.data['state']}"
-        return _back(back, notice=f"Job {job_id}: {done}.")
+        return _back(back, notice="job-retried" if operation == "retry" else "job-cancelled")
 
     async def run_job(self, request: Request, session: Session) -> Response:
         """Run a job now (or after a delay) through ``job-admin:write:run``."""
@@ -336,7 +395,7 @@ class Console:
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        return _back(f"{back}/{answer.data['id']}", notice=f"Job {answer.data['job']} enqueued.")
+        return _back(f"{back}/{answer.data['id']}", notice="job-enqueued")
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -365,7 +424,7 @@ class Console:
         operation = request.path_params["operation"]
         back = f"{base_of(request)}/consumers"
         if operation not in CONSUMER_ACTIONS:
-            return _back(back, error=f"There is no consumer operation {operation!r}.")
+            return _back(back, error="unknown-operation")
         name = form_text(await request.form(), "name")
         answer = await calls.write(
             self.parts.service,
@@ -376,7 +435,7 @@ class Console:
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        return _back(back, notice=f"{name}: {operation} done, now {answer.data['status']}.")
+        return _back(back, notice=f"consumer-{operation}")
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -392,6 +451,36 @@ class Console:
             counts=counts,
             outcomes=OUTCOMES,
         )
+
+    # -- personal access tokens -----------------------------------------------------------
+
+    async def tokens(self, request: Request, session: Session) -> Response:
+        """The personal access tokens of the principal (an Admin: of its tenant)."""
+        answer = await calls.query(
+            self.parts.service, request, session.user, "tokens:query:list", {}
+        )
+        missing = _missing_feature(answer)
+        return self.render(
+            request,
+            "tokens.html",
+            session=session,
+            title="Tokens",
+            active="tokens",
+            missing=missing,
+            problem=_problem(answer) if missing is None else None,
+            tokens=answer.data if answer.ok else [],
+        )
+
+    async def revoke_token(self, request: Request, session: Session) -> Response:
+        """Revoke a personal access token through ``tokens:write:revoke``."""
+        back = f"{base_of(request)}/tokens"
+        token_id = form_text(await request.form(), "id")
+        answer = await calls.write(
+            self.parts.service, request, session.user, "tokens:write:revoke", {"id": token_id}
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="token-revoked")
 
     def is_operator(self, session: Session) -> bool:
         """Whether the principal is in the operator tenant (``ASANOHA_OPERATOR_TENANT``)."""
@@ -413,8 +502,8 @@ class Console:
         context.setdefault("problem", None)
         page = self.templates.get_template(template).render(
             base=base_of(request),
-            notice=request.query_params.get("notice"),
-            error=request.query_params.get("error"),
+            notice=notice_text(request.query_params.get("notice")),
+            error=error_text(request.query_params.get("error")),
             csrf_field=CSRF_FIELD,
             **context,
         )
@@ -425,6 +514,11 @@ def base_of(request: Request) -> str:
     """The console's URL path as the browser sees it (behind a proxy's path prefix too)."""
     prefix = str(request.scope.get("root_path", ""))
     return prefix.rstrip("/") + CONSOLE_PATH
+
+
+def _provider_back_url(request: Request) -> str:
+    """Where the provider sends the browser back to (registered at the provider)."""
+    return str(request.url.replace(path=f"{base_of(request)}/login/provider/back", query=""))
 
 
 def cookie_path(request: Request) -> str:
@@ -460,7 +554,13 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
         error = answer.error
         if error is not None and error.reason == Reasons.HANDLER_NOT_FOUND:
             handler = str(error.details.get("handler", ""))
-            name = "consumer_admin" if handler.startswith("consumer-admin:") else "job_admin"
+            name = (
+                "consumer_admin"
+                if handler.startswith("consumer-admin:")
+                else "token_admin"
+                if handler.startswith("tokens:")
+                else "job_admin"
+            )
             return f"asanoha.handlers.{name}.feature"
     return None
 
@@ -468,15 +568,18 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
 def _problem(*answers: calls.Answer) -> str | None:
     """The first error a handler answered, as the page shows it."""
     for answer in answers:
-        if answer.error is not None:
-            return _message(answer)
+        error = answer.error
+        if error is not None:
+            # Rendered from the answer itself, never from the query string.
+            return f"{error.http_status} {error.reason}: {error.message}"
     return None
 
 
 def _message(answer: calls.Answer) -> str:
+    """The key a refusal is shown under: its reason (the page shows the reason's text)."""
     error = answer.error
     assert error is not None
-    return f"{error.http_status} {error.reason}: {error.message}"
+    return str(error.reason)
 
 
 def _back(path: str, *, notice: str | None = None, error: str | None = None) -> Response:

@@ -3,8 +3,10 @@ failed for good, list the newest attempts and the failed jobs. Add ``job_admin.f
 features to expose them (over HTTP and to agents).
 
 They act on the caller's tenant only: a job belongs to the tenant in its headers, and a job
-of another tenant answers as unknown. ``asanoha jobs`` runs the same operations across
-tenants.
+of another tenant answers as unknown. The operator tenant (``ASANOHA_OPERATOR_TENANT``)
+operates the whole application, as it does consumers: its administrators see, cancel and retry
+the jobs of every tenant, the platform's own included (cron jobs and boot jobs run as
+``ASANOHA_DEFAULT_TENANT``). ``asanoha jobs`` runs the same operations across tenants.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ job_cancelled = feature.event("job-cancelled", JobCancelRequested)
 def cancel(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
     """Cancel a pending or running job of the caller's tenant."""
     cancelled = platform_jobs(ctx).cancel(
-        payload.id, tenant_id=ctx.tenant_id, within=platform_request(ctx)
+        payload.id, tenant_id=jobs_scope(ctx), within=platform_request(ctx)
     )
     ctx.append_event(
         job_cancelled,
@@ -124,7 +126,7 @@ def retry(payload: JobId, ctx: WriteContext) -> dict[str, Any]:
     retried = platform_jobs(ctx).retry(
         payload.id,
         requested_by=ctx.user.id,
-        tenant_id=ctx.tenant_id,
+        tenant_id=jobs_scope(ctx),
         within=platform_request(ctx),
     )
     ctx.append_event(
@@ -267,7 +269,7 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
         platform_tables(),
         limit=payload.limit,
         failed_only=payload.failed_only,
-        tenant_id=ctx.tenant_id,
+        tenant_id=jobs_scope(ctx),
         job_id=payload.id,
     )
     return [
@@ -294,7 +296,10 @@ def runs(payload: RecentRuns, ctx: QueryContext) -> list[dict[str, Any]]:
 def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
     """The failed jobs of the caller's tenant: the ids ``job-admin:write:retry`` takes."""
     found = list_failed_jobs(
-        platform_request(ctx).conn, platform_tables(), limit=payload.limit, tenant_id=ctx.tenant_id
+        platform_request(ctx).conn,
+        platform_tables(),
+        limit=payload.limit,
+        tenant_id=jobs_scope(ctx),
     )
     return [
         {
@@ -306,6 +311,12 @@ def failed(payload: RecentFailures, ctx: QueryContext) -> list[dict[str, Any]]:
         }
         for job in found
     ]
+
+
+def jobs_scope(ctx: QueryContext) -> str | None:
+    """The tenant whose jobs the caller operates: their own, or every tenant (``None``) for
+    the operator tenant."""
+    return None if ctx.in_operator_tenant else ctx.tenant_id
 
 
 def _iso(moment: dt.datetime | None) -> str | None:
@@ -342,7 +353,7 @@ def jobs(payload: JobFilter, ctx: QueryContext) -> list[dict[str, Any]]:
         platform_request(ctx).conn,
         platform_tables(),
         limit=payload.limit,
-        tenant_id=ctx.tenant_id,
+        tenant_id=jobs_scope(ctx),
         state=payload.state,
         job_qn=payload.job,
         job_id=payload.id,
@@ -376,8 +387,8 @@ def summary(payload: SummaryWindow, ctx: QueryContext) -> dict[str, Any]:
     """Counts by job, lane and state, and throughput per minute, of the caller's tenant."""
     conn, tables = platform_request(ctx).conn, platform_tables()
     registry = platform_registry(ctx)
-    counts = count_jobs_by_state(conn, tables, tenant_id=ctx.tenant_id)
-    throughput = job_throughput(conn, tables, minutes=payload.minutes, tenant_id=ctx.tenant_id)
+    counts = count_jobs_by_state(conn, tables, tenant_id=jobs_scope(ctx))
+    throughput = job_throughput(conn, tables, minutes=payload.minutes, tenant_id=jobs_scope(ctx))
     return {
         "counts": [
             {

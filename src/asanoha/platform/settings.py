@@ -44,7 +44,10 @@ class Settings(BaseSettings):
         env_prefix=VARIABLE_PREFIX, extra="ignore", env_file=ENV_FILE, env_file_encoding="utf-8"
     )
 
+    #: The application's database: Postgres (``postgresql://user:password@host/db``) in
+    #: production; unset: a SQLite file in the working directory (the embedded default).
     database_url: str = EMBEDDED_DATABASE_URL
+    #: Connections each process keeps to the database (as many again may overflow).
     database_pool_size: int = 10
     #: Test each pooled connection before use (one extra round trip per transaction), so a
     #: database restart costs no failed call per stale connection.
@@ -56,6 +59,8 @@ class Settings(BaseSettings):
     #: Seconds a read replica may lag behind the primary and still serve; past it (or when
     #: it does not answer) the primary serves.
     replica_max_lag: float = Field(default=1.0, gt=0)
+    #: The Celery broker: ``redis://host:6379/0`` or ``amqp://...`` in production; unset: the
+    #: in-process broker ``memory://``, which only works inside one process.
     broker_url: str = EMBEDDED_BROKER_URL
     #: Prefix of every queue name, so several stacks can share one broker without seeing
     #: each other's messages.
@@ -80,14 +85,45 @@ class Settings(BaseSettings):
     #: Signs and checks bearer tokens. Several, separated by commas, while a secret is
     #: rotated: the first signs, every one is accepted.
     jwt_secret: str = PLACEHOLDER_JWT_SECRET
+    #: The algorithm tokens are signed with: ``HS256``, ``HS384`` or ``HS512``.
     jwt_algorithm: str = "HS256"
+    #: Seconds the tokens the platform issues are valid (``asanoha token`` without
+    #: ``--expires-in``); at most ``jwt_max_ttl_seconds``.
     jwt_ttl_seconds: int = 3600
     #: The longest lifetime a token may claim (``exp`` minus ``iat``, or minus now without
     #: ``iat``): a leaked token is good for a day at most.
     jwt_max_ttl_seconds: int = 86400
+    #: Own secrets by key id, ``kid=secret`` pairs separated by commas: the first signs
+    #: (its ``kid`` in the token's header), each checks the tokens that name its ``kid``.
+    #: ``ASANOHA_JWT_SECRET`` still checks the tokens without a ``kid``.
+    jwt_keys: str | None = None
+    #: The identity provider's key set (JSON Web Key Set) its tokens are checked with.
+    jwt_jwks_url: str | None = None
+    #: The identity provider (OpenID Connect issuer URL): its key set is found through
+    #: ``<issuer>/.well-known/openid-configuration``; ``jwt_issuer`` defaults to it.
+    oidc_issuer: str | None = None
+    #: The console's client at the identity provider: with ``oidc_issuer``, the console
+    #: signs in through the provider (authorization code flow with PKCE).
+    oidc_client_id: str | None = None
+    #: Its secret, for a provider that treats the console as a confidential client.
+    oidc_client_secret: str | None = None
+    #: The ``iss`` every token must carry (unset: ``oidc_issuer``, else not checked).
+    jwt_issuer: str | None = None
+    #: The ``aud`` every token must carry (unset: not checked).
+    jwt_audience: str | None = None
+    #: The claims a provider's token names its tenant, roles and user with; a dotted path
+    #: (``realm_access.roles``) reaches into an object.
+    jwt_tenant_claim: str = Field(default="tenant_id", min_length=1)
+    jwt_roles_claim: str = Field(default="roles", min_length=1)
+    jwt_subject_claim: str = Field(default="sub", min_length=1)
+    #: Seconds the provider's key set is kept before it is fetched again (a token naming an
+    #: unknown ``kid`` fetches it at most once per 30 seconds besides).
+    jwt_jwks_refresh: float = Field(default=300.0, gt=0)
     #: Signs approval tokens; unset: a key derived from ``jwt_secret``.
     approval_secret: str | None = None
+    #: Request bodies larger than this many bytes are refused with 413.
     max_body_bytes: int = 1024 * 1024
+    #: JSON bodies nested deeper than this are refused with 400 ``json_too_deep``.
     max_json_depth: int = 32
     #: Messages a live-feed client (``/api/stream``) may have waiting; past it the client is
     #: dropped with ``event: overflow`` and resumes from its last id.
@@ -109,6 +145,9 @@ class Settings(BaseSettings):
     #: A rate (``100/minute``, counted per user) for every handler that declares none; a
     #: handler with ``rate_limit=None, reason=...`` stays unlimited. ``None``: no default.
     rate_limit_default: str | None = None
+    #: A development machine: stack traces in 500 responses, the placeholder JWT secret
+    #: allowed (``asanoha serve`` then prints a development token), personal values without
+    #: a master key.
     development: bool = False
     #: The tenant of anonymous callers (at most 64 characters, like every tenant id).
     default_tenant: str = Field(default="default", min_length=1, max_length=64)
@@ -146,6 +185,33 @@ class Settings(BaseSettings):
         """The secrets tokens are checked with: the one that signs first."""
         found = tuple(part.strip() for part in self.jwt_secret.split(",") if part.strip())
         return found or (self.jwt_secret,)
+
+    @property
+    def jwt_key_ring(self) -> tuple[tuple[str, str], ...]:
+        """The ``(kid, secret)`` pairs of ``jwt_keys``, the one that signs first."""
+        pairs: list[tuple[str, str]] = []
+        for part in (self.jwt_keys or "").split(","):
+            if part.strip():
+                kid, _, secret = part.strip().partition("=")
+                pairs.append((kid.strip(), secret.strip()))
+        return tuple(pairs)
+
+    @property
+    def has_identity_provider(self) -> bool:
+        """Whether tokens of an identity provider are accepted (its key set is configured)."""
+        return bool(self.jwt_jwks_url or self.oidc_issuer)
+
+    @property
+    def own_secret_disabled(self) -> bool:
+        """Whether the placeholder secret is left unused: outside development, with an
+        identity provider, the platform then accepts and signs no HS token of its own
+        (unless ``jwt_keys`` names some)."""
+        return self.uses_placeholder_secret and self.has_identity_provider and not self.development
+
+    @property
+    def jwt_expected_issuer(self) -> str | None:
+        """The ``iss`` tokens must carry: ``jwt_issuer``, else ``oidc_issuer``."""
+        return self.jwt_issuer or self.oidc_issuer
 
     @property
     def jwt_signing_secret(self) -> str:
@@ -200,7 +266,8 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
     """
     problems: list[str] = []
     if settings.uses_placeholder_secret:
-        if checks_tokens and not settings.development:
+        # With an identity provider the placeholder is simply not used (own_secret_disabled).
+        if checks_tokens and not settings.development and not settings.has_identity_provider:
             problems.append(
                 "ASANOHA_JWT_SECRET is not set: bearer tokens would be signed with the public "
                 "placeholder secret, so anyone could mint an Admin token. Set "
@@ -218,6 +285,7 @@ def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[
             f"it needs at least {MIN_SECRET_BYTES} bytes. Set it to a long random value "
             f"({SECRET_RECIPE}), or unset it to derive approval keys from ASANOHA_JWT_SECRET."
         )
+    problems += _key_ring_problems(settings)
     if settings.jwt_algorithm not in SIGNING_ALGORITHMS:
         problems.append(
             f"ASANOHA_JWT_ALGORITHM is {settings.jwt_algorithm!r}: tokens are signed with a "
@@ -264,6 +332,28 @@ def _secret_problems(settings: Settings) -> list[str]:
     return problems
 
 
+def _key_ring_problems(settings: Settings) -> list[str]:
+    """What is wrong with ``ASANOHA_JWT_KEYS``: a pair without its ``=``, a repeated
+    ``kid``, a short secret."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for kid, secret in settings.jwt_key_ring:
+        if not kid or not secret:
+            problems.append(
+                "ASANOHA_JWT_KEYS holds an entry without a kid or a secret: write "
+                "'kid=secret' pairs separated by commas."
+            )
+        elif kid in seen:
+            problems.append(f"ASANOHA_JWT_KEYS names the kid {kid!r} twice.")
+        elif len(secret.encode()) < MIN_SECRET_BYTES:
+            problems.append(
+                f"the secret of kid {kid!r} in ASANOHA_JWT_KEYS is {len(secret.encode())} "
+                f"bytes long: it needs at least {MIN_SECRET_BYTES} bytes ({SECRET_RECIPE})."
+            )
+        seen.add(kid)
+    return problems
+
+
 def require_signing_settings(settings: Settings, *, checks_tokens: bool = True) -> None:
     """Raise ``InsecureSettingsError`` naming every ``signing_problems`` of ``settings``.
 
@@ -295,12 +385,26 @@ def load_env_file(environ: MutableMapping[str, str] = os.environ) -> None:
     (``--app`` from ``ASANOHA_APP``, ``--basic-auth`` from ``ASANOHA_FLOWER_BASIC_AUTH``),
     ``ASANOHA_DEVELOPMENT`` for tracebacks, and the processes a command starts.
     """
+    for name, value in env_file_values().items():
+        if name not in environ:
+            environ[name] = value
+            FILLED_FROM_ENV_FILE.add(name)
+
+
+#: The variables ``load_env_file`` put into the environment: ``asanoha config`` names the
+#: ``.env`` file, not the environment, as where they came from.
+FILLED_FROM_ENV_FILE: set[str] = set()
+
+
+def env_file_values() -> dict[str, str]:
+    """The ``ASANOHA_*`` variables of the ``.env`` file in the working directory (names
+    upper-cased, as settings' names are not case-sensitive); empty without the file."""
     path = Path(ENV_FILE)
     if not path.is_file():
-        return
+        return {}
     encoding = Settings.model_config.get("env_file_encoding") or "utf-8"
-    for name, value in dotenv_values(path, encoding=encoding).items():
-        # Settings' names are not case-sensitive: neither are these.
-        name = name.upper()
-        if name.startswith(VARIABLE_PREFIX) and value is not None:
-            environ.setdefault(name, value)
+    return {
+        name.upper(): value
+        for name, value in dotenv_values(path, encoding=encoding).items()
+        if name.upper().startswith(VARIABLE_PREFIX) and value is not None
+    }

@@ -36,7 +36,9 @@ def call_in_attempt_span(job: JobDef, payload: dict[str, Any], ctx: JobContext) 
     )
     with span:
         try:
-            returned = job.func(payload, ctx)
+            # A job of a feature switched off in its tenant waits, its attempt unspent.
+            held = ctx.held_by_feature_switch()
+            returned = held if held is not None else job.func(payload, ctx)
         except JobCancelled:
             span.outcome("cancelled")
             raise

@@ -36,6 +36,7 @@ from asanoha.platform.service.outbox import (
 )
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempt_span import bind_attempt_log_fields, call_in_attempt_span
+from asanoha.workers.ignored_deliveries import ignore_delivery, ignore_unclaimed
 from asanoha.workers.job_context import JobContext, JobMeta, MissingTenantError
 from asanoha.workers.job_rows import (
     AttemptEnd,
@@ -127,11 +128,14 @@ class AttemptRunner:
                     "%s %s attempt %d: row is %s at attempt %d; acknowledged without running",
                     job.qn, row_id, attempt, claim.state, claim.attempt,
                 )  # fmt: skip
-            return
+            ignore_unclaimed(task, claim, attempt)
         try:
             meta = JobMeta.from_headers(claim.headers)
-        except MissingTenantError as exc:
-            self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, str(exc)))
+        except Exception as exc:
+            # No tenant, or headers that are not an object: no later attempt reads them
+            # better, so the job fails now rather than leave the row running.
+            error = str(exc) if isinstance(exc, MissingTenantError) else _error_text(exc)
+            self._end(job, row_id, None, attempt, claim, AttemptEnd("failed", FAILED, error))
             raise
         # What the attempt logs and the error it fails with are stored without the personal
         # values it was given or read (see ``personal.redaction``).
@@ -155,7 +159,7 @@ class AttemptRunner:
                 )  # fmt: skip
                 log.info("%s %s attempt %d: over its rate limit; runs in %.1f s", job.qn,
                          row_id, attempt, wait)  # fmt: skip
-                return
+                ignore_delivery(task, f"rate limited: runs in {wait:.1f} s")
             ctx, payload = start
             self._attempt(task, job, row_id, claim, ctx, payload)
 

@@ -120,12 +120,6 @@ def sent_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat()
 
 
-def cron_tick_key(job_qn: str, tick: str, tenant: str | None = None) -> str:
-    """The idempotency key of a cron tick's job row: one row per (job, scheduled time), and
-    per tenant for a job that runs per tenant."""
-    return f"{job_qn}@cron:{tick}" if tenant is None else f"{job_qn}@cron:{tick}@{tenant}"
-
-
 def ticks_between(
     schedule: crontab, since: dt.datetime, until: dt.datetime, *, limit: int
 ) -> list[dt.datetime]:

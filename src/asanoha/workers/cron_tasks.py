@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterable
 
 from celery import Celery
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from asanoha.platform.errors import ConflictError
 from asanoha.platform.model import JobDef, SessionUser
-from asanoha.platform.service import Service
+from asanoha.platform.service import Service, cron_ticks
+from asanoha.platform.service.cron_ticks import cron_tick_key
 from asanoha.platform.service.idempotency import prune_expired
 from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.platform.service.outbox import find_enqueued
@@ -21,7 +22,6 @@ from asanoha.platform.settings import Settings
 from asanoha.workers.beat import (
     CRON_TASK_NAME,
     PRUNE_TASK_NAME,
-    cron_tick_key,
     parse_cron,
     ticks_between,
 )
@@ -33,6 +33,9 @@ log = logging.getLogger("asanoha.cron")
 ON_TIME = 60.0
 #: Missed ticks a ``catch_up=True`` job replays at most at once.
 MAX_CATCH_UP = 1000
+#: Retries of a tick task whose database failed, backing off up to this many seconds apart.
+TICK_RETRIES = 8
+TICK_RETRY_MAX_SECONDS = 300
 
 Tenants = Callable[[], Iterable[str]]
 
@@ -42,7 +45,17 @@ def register_cron_tasks(
 ) -> None:
     """Register ``asanoha.cron`` and ``asanoha.prune-jobs`` on ``celery``."""
 
-    @celery.task(name=CRON_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
+    @celery.task(  # type: ignore[untyped-decorator]
+        name=CRON_TASK_NAME,
+        ignore_result=True,
+        shared=False,
+        # A tick whose fan-out failed (the database) stays open: the retry completes it,
+        # else the job's next tick does (see ``service/cron_ticks.py``).
+        autoretry_for=(SQLAlchemyError, OSError),
+        max_retries=TICK_RETRIES,
+        retry_backoff=True,
+        retry_backoff_max=TICK_RETRY_MAX_SECONDS,
+    )
     def enqueue_cron_job(job_qn: str, tick: str | None = None, sent: str | None = None) -> int:
         # ``tick``: the scheduled time beat computed, ``sent``: when beat sent it (a message
         # of an older beat has neither, and is enqueued unkeyed).
@@ -54,8 +67,11 @@ def register_cron_tasks(
         with service.database.begin() as conn:
             deleted = prune_job_rows(conn, service.tables, days)
             keys = prune_expired(conn, service.tables)
+            before = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+            ticks = cron_ticks.prune_ticks(conn, service.tables, before)
         log.info("pruned %d finished job rows older than %g days", deleted, days)
         log.info("pruned %d idempotency keys older than ASANOHA_IDEMPOTENCY_TTL", keys)
+        log.info("pruned %d cron ticks (each job's newest is kept)", ticks)
         return deleted
 
 
@@ -72,26 +88,45 @@ def enqueue_cron_tick(
     ``tenants`` for a ``per_tenant`` job, else as the default tenant's system user); return
     the job rows' ids (the first enqueue's, when another beat's copy of the tick came first).
 
+    Each tick is recorded open, then its rows are placed and it is closed in one transaction
+    (see ``service/cron_ticks.py``): a tick whose fan-out failed part-way is fanned out by the
+    job's next tick, or by this task's retry, once for every tenant.
+
     A tick beat sent more than ``ON_TIME`` seconds after its time (``sent``) is one it
     missed while it was down: it is not run, unless the job says ``catch_up=True``, which
-    runs every tick since the last one enqueued.
+    runs every tick since the last one recorded.
     """
     job = service.registry.job(job_qn)
-    ticks: list[str | None] = [tick]
-    if job is not None and tick is not None and sent is not None and _late(tick, sent):
+    if job is None or tick is None:
+        # A message of an older beat (no tick) or a job no longer declared: enqueued unkeyed.
+        return [
+            service.enqueue_job(
+                job_qn, {}, SessionUser.system(tenant), trigger_name="cron", manual=False
+            )
+            for tenant in _tenants_of(job, settings, tenants)
+        ]
+    for unfinished in cron_ticks.open_ticks(service, job_qn):
+        if unfinished != tick:
+            log.warning("%s: the tick of %s was not fanned out to every tenant; completing it",
+                        job_qn, unfinished)  # fmt: skip
+            _fan_out(service, settings, job, unfinished, tenants)
+    ticks = [tick]
+    if sent is not None and _late(tick, sent):
         if not job.catch_up:
             log.info("%s: the tick of %s was missed (beat was down); not replayed "
                      "(catch_up=False)", job_qn, tick)  # fmt: skip
             return []
-        ticks = list(_missed_ticks(service, job, tick))
-    ids = []
-    for each in ticks:
-        for tenant in _tenants_of(job, settings, tenants):
-            per = tenant if job is not None and job.per_tenant else None
-            key = None if each is None else cron_tick_key(job_qn, each, per)
-            user = SessionUser.system(tenant)
-            ids.append(enqueue_once(service, job_qn, user, key, trigger_name="cron"))
-    return ids
+        ticks = _missed_ticks(service, job, tick)
+    return [job_id for each in ticks for job_id in _fan_out(service, settings, job, each, tenants)]
+
+
+def _fan_out(
+    service: Service, settings: Settings, job: JobDef, tick: str, tenants: Tenants | None
+) -> list[uuid.UUID]:
+    cron_ticks.open_tick(service, job.qn, tick)
+    return cron_ticks.fan_out_tick(
+        service, job.qn, tick, _tenants_of(job, settings, tenants), per_tenant=job.per_tenant
+    )
 
 
 def enqueue_once(
@@ -133,8 +168,20 @@ def _late(tick: str, sent: str) -> bool:
 
 
 def _missed_ticks(service: Service, job: JobDef, tick: str) -> list[str]:
-    """The ticks of ``job`` after the newest one enqueued, up to ``tick`` (at most
+    """The ticks of ``job`` after the newest one recorded, up to ``tick`` (at most
     ``MAX_CATCH_UP``, the newest ones)."""
+    newest = cron_ticks.newest_tick(service, job.qn) or _newest_tick_row(service, job)
+    until = dt.datetime.fromisoformat(tick)
+    if newest is None or job.cron is None:
+        return [tick]
+    since = dt.datetime.fromisoformat(newest)
+    found = ticks_between(parse_cron(job.cron, job.qn), since, until, limit=MAX_CATCH_UP)
+    return [moment.isoformat() for moment in found] or [tick]
+
+
+def _newest_tick_row(service: Service, job: JobDef) -> str | None:
+    """The newest tick of ``job`` among its job rows: ticks enqueued before they were
+    recorded in ``asanoha_cron_ticks`` (an earlier release)."""
     outbox = service.tables.outbox
     prefix = cron_tick_key(job.qn, "")
     query = (
@@ -145,9 +192,4 @@ def _missed_ticks(service: Service, job: JobDef, tick: str) -> list[str]:
     )
     with service.database.connect() as conn:
         newest = conn.execute(query).scalar()
-    until = dt.datetime.fromisoformat(tick)
-    if newest is None or job.cron is None:
-        return [tick]
-    since = dt.datetime.fromisoformat(str(newest).removeprefix(prefix).split("@", 1)[0])
-    found = ticks_between(parse_cron(job.cron, job.qn), since, until, limit=MAX_CATCH_UP)
-    return [moment.isoformat() for moment in found] or [tick]
+    return None if newest is None else str(newest).removeprefix(prefix).split("@", 1)[0]

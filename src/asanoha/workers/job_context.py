@@ -9,8 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asanoha.platform.model import JobCancelled, JobDef, SessionUser
+from asanoha.platform.model import JobCancelled, JobDef, SessionUser, Snooze
+from asanoha.platform.model.place import Place
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin, platform_events
+from asanoha.platform.service.aggregates import AsOf
+from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.outbox import is_cancel_requested
 from asanoha.platform.service.request import Acting
 from asanoha.platform.store import StoredEvent, read_event
@@ -63,6 +66,8 @@ class JobMeta:
     trigger_result_refused: str | None = None
     #: The W3C trace context of the write that enqueued the job (tracing on), else ``None``.
     traceparent: str | None = None
+    #: The locale and time zone the enqueuing write asked for (``ctx.locale``, ``ctx.tz``).
+    place: Place = field(default_factory=Place)
 
     @classmethod
     def from_headers(cls, meta: Mapping[str, Any]) -> JobMeta:
@@ -82,10 +87,15 @@ class JobMeta:
             origin=WriteOrigin.from_header(meta.get("origin")),
             trigger_result_refused=meta.get("trigger_result_refused"),
             traceparent=meta.get("traceparent"),
+            place=Place.from_header(meta.get("place")),
         )
 
 
-class JobContext:
+#: How long a job of a feature switched off in its tenant waits before it looks again.
+DISABLED_FEATURE_RECHECK_SECONDS = 60.0
+
+
+class JobContext(FeatureAccess):
     """The second argument of a job function: the attempt, its trigger, and platform calls.
 
     Writes go through the service layer like any other caller: ``write`` as the tenant's
@@ -129,6 +139,27 @@ class JobContext:
     def job_qn(self) -> str:
         """The qualified name of the running job."""
         return self.job.qn
+
+    def _feature_scope(self) -> FeatureScope:
+        # Read on a connection of its own: a job's handler runs outside any transaction.
+        return FeatureScope(
+            self._service.feature_settings,
+            self._service.database,
+            self.meta.tenant_id,
+            self.job.feature,
+            None,
+            self.meta.place,
+        )
+
+    def held_by_feature_switch(self) -> Snooze | None:
+        """A ``Snooze`` while the job's feature is switched off in its tenant (the attempt
+        runs again, unspent, once the feature is on), else ``None``."""
+        settings = self._service.feature_settings
+        if self.job.feature not in settings.toggleable:
+            return None
+        with self._service.database.connect() as conn:
+            enabled = settings.is_enabled(conn, self.meta.tenant_id, self.job.feature)
+        return None if enabled else Snooze(DISABLED_FEATURE_RECHECK_SECONDS)
 
     @property
     def tenant_id(self) -> str:
@@ -205,6 +236,16 @@ class JobContext:
             priority=priority,
         )
 
+    def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
+        """The state of aggregate ``aggregate`` (of the job's feature, or ``feature:name``)
+        folded from ``stream_id`` of the job's tenant, as ``WriteContext.load`` gives it."""
+        aggregates = self._service.aggregates
+        found = aggregates.find(aggregate, feature=self.job.feature, caller=self.job.qn)
+        with self._service.database.begin() as conn:
+            return aggregates.load(
+                conn, found, tenant_id=self.tenant_id, stream_id=str(stream_id), as_of=as_of
+            ).state
+
     @property
     def cancel_requested(self) -> bool:
         """Whether an operator cancelled this job while it runs (read from its row on each
@@ -235,7 +276,13 @@ class JobContext:
         )
 
     def _request_meta(self) -> RequestMeta:
-        return RequestMeta(correlation_id=self.meta.correlation_id, causation_id=self.task_id)
+        # The job's writes (and the jobs they enqueue) keep the place its write asked for.
+        return RequestMeta(
+            correlation_id=self.meta.correlation_id,
+            causation_id=self.task_id,
+            locale=self.meta.place.locale,
+            zoneinfo=self.meta.place.tz,
+        )
 
 
 def _event_id(value: Any) -> int | None:

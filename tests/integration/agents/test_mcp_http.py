@@ -207,3 +207,44 @@ def test_a_session_answers_only_the_principal_that_opened_it(stack: Stack) -> No
         again = raw.list_tools(ASSISTANT.as_agent("run-2"))
         assert again.status_code == 200
         assert "assist:query:prompt:list" in again.text
+
+
+class TokenMcp(RawMcp):
+    """A raw MCP session that sends one given bearer token (a personal access token)."""
+
+    def __init__(self, url: str, stack: Stack, token: str) -> None:
+        super().__init__(url, stack)
+        self.token = token
+
+    def headers(self, user: SessionUser) -> dict[str, str]:
+        return {**super().headers(user), "Authorization": f"Bearer {self.token}"}
+
+
+def test_a_personal_access_token_reaches_only_its_scopes_over_mcp(
+    asanoha_stack: StackFactory,
+) -> None:
+    import datetime as dt
+
+    stack = asanoha_stack(features=[jots])
+    store = stack.app.tokens.access_tokens
+    assert store is not None
+
+    def token(scopes: str) -> str:
+        return store.create(
+            tenant_id=TestUsers.admin.tenant_id, user_id="ci", name="ci", scopes=scopes,
+            lifetime=dt.timedelta(days=1), created_by="test", roles=["Admin"],
+        ).token  # fmt: skip
+
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        reader = TokenMcp(f"{base_url}/mcp", stack, token("jots:query:*"))
+        reader.open(TestUsers.admin)
+        with stack.nothing_written():
+            refused = reader.post(
+                TestUsers.admin, call_body("jots:write:jot:create", {"text": "x"})
+            )
+        writer = TokenMcp(f"{base_url}/mcp", stack, token("jots:*"))
+        writer.open(TestUsers.admin)
+        allowed = writer.post(TestUsers.admin, call_body("jots:write:jot:create", {"text": "x"}))
+    assert refused.status_code == 200 and "token_scope_denied" in refused.text
+    assert allowed.status_code == 200 and "token_scope_denied" not in allowed.text
+    assert jot_count(stack) == 1

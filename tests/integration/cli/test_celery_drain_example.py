@@ -19,7 +19,9 @@ def test_asanoha_drain_waits_for_the_in_process_celery_worker(tmp_path: Path) ->
     shutil.copytree(EXAMPLE, project)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASANOHA_")}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        # Warnings are errors: the example must not make pytest warn (it once listed
+        # celery.contrib.pytest in pytest_plugins, already imported by pytest-celery).
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
         cwd=project,
         env={**env, "PYTHONPATH": str(project)},
         capture_output=True,

@@ -175,7 +175,7 @@ def test_an_operator_restarts_a_dead_consumer_and_its_lag_falls_to_zero(
         "/console/consumers/restart", data={"csrf": csrf, "name": FOLLOW}
     )
     assert restarted.status_code == 200
-    assert f"{FOLLOW}: restart done" in restarted.text
+    assert "The consumer was restarted." in restarted.text
     failed_stack.consumers.run_once()
     [status] = failed_stack.http.query_ok("consumer-admin:query:status", {}, ADMIN)
     assert (status["status"], status["lag"]) == ("idle", 0)
@@ -219,6 +219,35 @@ def test_sign_out_ends_the_session(browser_client: TestClient, failed_stack: Any
     assert browser_client.get("/console/jobs").url.path == "/console/login"
 
 
+def test_a_cookie_replayed_after_sign_out_is_refused_by_the_console_and_the_api(
+    browser_client: TestClient, failed_stack: Any
+) -> None:
+    csrf = sign_in(browser_client, failed_stack.app.settings, ADMIN)
+    token = browser_client.cookies["asanoha_console"]
+    browser_client.post("/console/logout", data={"csrf": csrf})
+    browser_client.cookies.set("asanoha_console", token)
+    assert browser_client.get("/console/jobs").url.path == "/console/login"
+    api = browser_client.post(
+        "/api/query/job-admin:query:jobs", json={}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert (api.status_code, api.json()["error"]["reason"]) == (401, "token_revoked")
+
+
+def test_page_notices_and_errors_come_from_a_fixed_list(
+    browser_client: TestClient, failed_stack: Any
+) -> None:
+    sign_in(browser_client, failed_stack.app.settings, ADMIN)
+    forged = browser_client.get(
+        "/console/jobs", params={"notice": "Call +1 555 to verify", "error": "<b>phish</b>"}
+    )
+    assert "555" not in forged.text and "phish" not in forged.text
+    known = browser_client.get(
+        "/console/jobs", params={"notice": "job-retried", "error": "malformed_json"}
+    )
+    assert "The job was put back to pending." in known.text
+    assert "malformed_json: " in known.text
+
+
 def test_a_page_names_the_bundled_feature_the_application_lacks(asanoha_stack: Any) -> None:
     stack = asanoha_stack(features=[console_feature(Switch())])
     with TestClient(mount_console(stack.app.build_http(), stack.app)) as client:
@@ -243,4 +272,4 @@ def test_the_console_runs_by_hand_only_jobs_declared_manual(
             "/console/jobs/run", data={"csrf": csrf, "job": SEND, "payload": '{"id": "x"}'}
         )
     assert refused.status_code == 200
-    assert "422 job_not_manual" in refused.text
+    assert "job_not_manual: " in refused.text

@@ -1,7 +1,7 @@
 """Every way into a write meets the same contracts, refused the same way, persisting nothing.
 
-A table over the entries (an HTTP write, an item of a batch, a nested ``ctx.write`` from
-another handler, a job's ``ctx.write_as``) and the contracts a write meets (field write
+A table over the entries (an HTTP write, an item of a batch, an MCP tool call, a nested
+``ctx.write`` from another handler, a job's ``ctx.write_as``) and the contracts a write meets (field write
 access, row ownership, the instruction-field gate, the irreversible-operation gate, public
 intake of a row's and of a domain event's personal fields): each refusal answers its status, code and reason on every entry, and sends no write
 at all (no event, row, outbox row, job or key change).
@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -21,8 +23,11 @@ from asanoha import AsanohaError, Entity, Feature, JobContext, WriteContext, fie
 from asanoha.platform.model import Access, SessionUser
 from asanoha.testing import Stack
 from asanoha.testing.plugin import StackFactory
+from asanoha.testing.serving import serve_in_thread
 from asanoha.testing.users import TENANT_A
 from asanoha.workers.job_context import JobMeta
+from tests.integration.agents.scenario import error_of
+from tests.integration.agents.test_mcp_http import mcp_session
 
 ANN = SessionUser.of("ann", TENANT_A, ["Staff"])
 BOB = SessionUser.of("bob", TENANT_A, ["Staff"])
@@ -70,19 +75,19 @@ class Relayed(BaseModel):
     payload: dict[str, Any]
 
 
-@entries.write_handler("edit", access=STAFF)
+@entries.write_handler("edit", access=STAFF, description="Change a card.")
 def edit(payload: Edit, ctx: WriteContext) -> Any:
     """Mid risk: changes whatever it is given."""
     return ctx.entity("card").update(payload.id, payload.changes, version=payload.version)
 
 
-@entries.write_handler("remove", access=STAFF)
+@entries.write_handler("remove", access=STAFF, description="Delete a card.")
 def remove(payload: Target, ctx: WriteContext) -> Any:
     """Mid risk: a hard delete (the entity has no soft delete)."""
     return ctx.entity("card").delete(payload.id)
 
 
-@entries.write_handler("contact", **ANYONE)
+@entries.write_handler("contact", **ANYONE, description="Leave a contact.")
 def contact(payload: Contact, ctx: WriteContext) -> Any:
     """Anyone, without public intake: a personal field is not theirs to write."""
     return ctx.entity("card").create(payload.model_dump())
@@ -95,7 +100,7 @@ class Shouted(BaseModel):
 shouted = entries.event("shouted", Shouted, pii={"email": "self"})
 
 
-@entries.write_handler("shout", **ANYONE)
+@entries.write_handler("shout", **ANYONE, description="Shout an address.")
 def shout(payload: Shouted, ctx: WriteContext) -> Any:
     """Anyone, without public intake, through a domain event with a personal field."""
     return {"event": ctx.append_event(shouted, payload.model_dump(), stream_id="shouts").id}
@@ -146,6 +151,34 @@ def call_batch(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]
     return Refusal(response.status_code, error["code"], error["reason"])
 
 
+#: The HTTP status of each error code, as the API answers it (a tool error carries the code).
+STATUS_OF_CODE = {
+    kind.code: kind.http_status
+    for kind in (AsanohaError, *AsanohaError.__subclasses__())
+    for kind in (kind, *kind.__subclasses__())
+}
+
+
+def call_mcp(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) -> Refusal:
+    """The handler as an MCP tool over streamable HTTP, called as ``user``."""
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        if user.is_anonymous:
+            # MCP is for signed-in callers: the session is refused before any tool runs.
+            with stack.nothing_written():
+                answer = httpx.post(f"{base_url}/mcp", json={}, timeout=30)
+            error = answer.json()["error"]
+            return Refusal(answer.status_code, error["code"], error["reason"])
+
+        async def scenario() -> dict[str, Any]:
+            async with mcp_session(f"{base_url}/mcp", stack, user) as session:
+                with stack.nothing_written():
+                    result = await session.call_tool(qn, payload)
+            return error_of(result)
+
+        error = anyio.run(scenario)
+    return Refusal(STATUS_OF_CODE[error["code"]], error["code"], error["reason"])
+
+
 def call_nested(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) -> Refusal:
     with stack.nothing_written():
         error = stack.http.write_err("entries:write:relay", {"qn": qn, "payload": payload}, user)
@@ -171,13 +204,15 @@ def call_job(stack: Stack, user: SessionUser, qn: str, payload: dict[str, Any]) 
 #: Where an entry answers otherwise: a batch is for signed-in callers, so an anonymous one
 #: is refused before any of its items runs.
 OTHERWISE = {
-    (contract, "batch"): Refusal(401, "unauthenticated", "token_missing")
+    (contract, entry): Refusal(401, "unauthenticated", "token_missing")
     for contract in ("event_intake", "public_intake")
+    for entry in ("batch", "mcp")
 }
 
 ENTRIES: dict[str, Callable[[Stack, SessionUser, str, dict[str, Any]], Refusal]] = {
     "http": call_http,
     "batch": call_batch,
+    "mcp": call_mcp,
     "nested": call_nested,
     "job": call_job,
 }

@@ -133,7 +133,12 @@ def test_a_cursor_that_is_not_text_of_a_cursor_is_400(stack: Stack) -> None:
 
 
 def signed(stack: Stack, **claims: Any) -> str:
-    body = {"sub": "admin-a", "tenant": "tenant-a", "roles": ["Admin"], "exp": time.time() + 60}
+    body = {
+        "sub": "admin-a",
+        "tenant": "tenant-a",
+        "roles": ["Admin"],
+        "exp": int(time.time()) + 60,
+    }
     token = jwt.encode({**body, **claims}, stack.app.settings.jwt_secret, algorithm="HS256")
     return f"Bearer {token}"
 

@@ -40,7 +40,7 @@ def test_token_carries_the_documented_claims_and_the_api_accepts_it() -> None:
     assert result.stderr == ""
     token = result.stdout.strip()
     claims = jwt.decode(token, SECRET, algorithms=["HS256"])
-    assert set(claims) == {"sub", "tenant", "roles", "iat", "exp"}
+    assert set(claims) == {"sub", "tenant", "roles", "iat", "exp", "jti"}
     assert (claims["sub"], claims["tenant"]) == ("u-1", "acme")
     assert claims["roles"] == ["Admin", "Editor", "User"]
     assert before + 120 <= claims["exp"] <= claims["iat"] + 120

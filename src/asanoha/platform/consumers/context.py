@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection
 
 from asanoha.platform.model import ConsumerDef, SessionUser
+from asanoha.platform.model.place import Place
+from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.store import StoredEvent
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 SAVEPOINT = "asanoha_delivery"
 
 
-class ConsumerContext:
+class ConsumerContext(FeatureAccess):
     """Platform calls of one delivery, all inside the pass's transaction.
 
     They run as the event tenant's system user with no entry handler (so a ``write`` makes
@@ -58,6 +60,18 @@ class ConsumerContext:
     def system_user(self) -> SessionUser:
         """The tenant's system user, who the context's calls run as."""
         return SessionUser.system(self.event.tenant_id)
+
+    def _feature_scope(self) -> FeatureScope:
+        # In the pass's transaction; a consumer has no caller to ask for a place: the
+        # tenant's locale and zone hold.
+        return FeatureScope(
+            self._service.feature_settings,
+            self._service.database,
+            self.event.tenant_id,
+            self.consumer.feature,
+            self._conn,
+            Place(),
+        )
 
     @functools.cached_property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

@@ -17,6 +17,8 @@ class Reasons(StrEnum):
     TOKEN_MISSING = "token_missing"
     TOKEN_EXPIRED = "token_expired"
     TOKEN_INVALID = "token_invalid"
+    TOKEN_REVOKED = "token_revoked"
+    TOKEN_SCOPE_DENIED = "token_scope_denied"
     # 403
     ROLE_REQUIRED = "role_required"
     INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK = "instruction_field_write_requires_high_risk"
@@ -33,13 +35,18 @@ class Reasons(StrEnum):
     FIELD_WRITE_DENIED = "field_write_denied"
     OWNER_FIELD_WRITE_DENIED = "owner_field_write_denied"
     IDEMPOTENCY_KEY_OTHER_ACCESS = "idempotency_key_other_access"
+    FEATURE_DISABLED = "feature_disabled"
+    CONFIG_NOT_PER_TENANT = "config_not_per_tenant"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
     JOB_NOT_FOUND = "job_not_found"
+    TOKEN_NOT_FOUND = "token_not_found"
     CONSUMER_NOT_FOUND = "consumer_not_found"
     CONSUMER_PARTITION_NOT_FOUND = "consumer_partition_not_found"
     JOB_ROW_NOT_FOUND = "job_row_not_found"
+    CONFIG_KEY_NOT_FOUND = "config_key_not_found"
+    SECRET_NOT_FOUND = "secret_not_found"
     # 409
     VERSION_CONFLICT = "version_conflict"
     UNIQUE_VIOLATION = "unique_violation"
@@ -53,6 +60,8 @@ class Reasons(StrEnum):
     IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
     SUBJECT_KEY_EXISTS = "subject_key_exists"
+    CONSUMER_LAG = "consumer_lag"
+    EVENTS_PRUNED = "events_pruned"
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"
@@ -61,11 +70,14 @@ class Reasons(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_TRANSITION = "invalid_transition"
     JOB_NOT_MANUAL = "job_not_manual"
+    CONFIG_VALUE_INVALID = "config_value_invalid"
+    SECRETS_NEED_MASTER_KEY = "secrets_need_master_key"
     # 429
     RATE_LIMITED = "rate_limited"
     # 500
     INTERNAL_ERROR = "internal_error"
     PRE_SAVE_HOOK_FAILED = "pre_save_hook_failed"
+    SECRET_IN_OUTPUT = "secret_in_output"
     # 503
     DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
     SERVICE_UNAVAILABLE = "service_unavailable"

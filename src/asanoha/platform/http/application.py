@@ -21,6 +21,7 @@ from asanoha.platform.http.metrics import JobHealthCollector, add_metrics_route
 from asanoha.platform.http.mounts import AsgiMount, combined_lifespan
 from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
+from asanoha.platform.http.revocation import add_revoke_route
 from asanoha.platform.http.routes import add_handler_routes
 from asanoha.platform.http.stream import add_stream_routes, build_feed_hub
 from asanoha.platform.http.tracing import trace_requests
@@ -49,7 +50,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     short secret or an unsupported algorithm (``require_signing_settings``).
     """
     require_signing_settings(app.settings)
-    if app.settings.uses_placeholder_secret:
+    if app.settings.uses_placeholder_secret and not app.settings.own_secret_disabled:
         log.warning(
             "ASANOHA_JWT_SECRET is not set: in development, bearer tokens are signed with a "
             "public placeholder"
@@ -88,6 +89,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     add_agent_tools_route(api, app)
     add_approvals_route(api, app, catalogue)
     add_batch_route(api, app, catalogue, batch_model)
+    add_revoke_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
     feed = build_feed_hub(app)
     api.state.asanoha_feed = feed
@@ -96,7 +98,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
         api.router.routes.append(Route(mount.path, endpoint=mount.app))
     add_error_handlers(api, app)
     api.add_middleware(RequestIdMiddleware)
-    install_openapi(api, catalogue)
+    install_openapi(api, catalogue, oidc_issuer=app.settings.oidc_issuer)
     trace_requests(api)
     return api
 

@@ -12,6 +12,8 @@ from pydantic.json_schema import JsonSchemaValue, models_json_schema
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 BEARER_SCHEME = "bearerAuth"
+#: The identity provider's scheme, declared when ``ASANOHA_OIDC_ISSUER`` is set.
+OIDC_SCHEME = "openIdConnect"
 
 #: Text without U+0000 and unpaired UTF-16 halves: what the service refuses in every string
 #: and key of a payload (no database column and no UTF-8 answer can hold them).
@@ -100,8 +102,12 @@ def json_body(schema: JsonSchemaValue) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def install_openapi(api: FastAPI, catalogue: SchemaCatalogue) -> None:
-    """Replace ``api.openapi`` with one that adds the catalogue and the bearer scheme."""
+def install_openapi(
+    api: FastAPI, catalogue: SchemaCatalogue, *, oidc_issuer: str | None = None
+) -> None:
+    """Replace ``api.openapi`` with one that adds the catalogue and the bearer scheme (and,
+    with ``oidc_issuer``, the provider's OpenID Connect discovery, which /docs offers under
+    Authorize beside pasting a token)."""
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
@@ -118,6 +124,12 @@ def install_openapi(api: FastAPI, catalogue: SchemaCatalogue) -> None:
                 "scheme": "bearer",
                 "bearerFormat": "JWT",
             }
+            if oidc_issuer:
+                components["securitySchemes"][OIDC_SCHEME] = {
+                    "type": "openIdConnect",
+                    "openIdConnectUrl": oidc_issuer.rstrip("/")
+                    + "/.well-known/openid-configuration",
+                }
             api.openapi_schema = document
         return api.openapi_schema
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from asanoha.platform.consumers import Consumers
+from asanoha.platform.identity import TokenVerifier
 from asanoha.platform.model import Registry
 from asanoha.platform.service import Service
 from asanoha.platform.settings import Settings
@@ -21,6 +22,11 @@ class HttpParts(Protocol):
     database: Database
     service: Service
     consumers: Consumers
+
+    @property
+    def tokens(self) -> TokenVerifier:
+        """The verifier of bearer tokens (own, the provider's, personal access tokens)."""
+        ...
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
         """What ``/health/ready`` asks: named checks that return ``"ok"`` or a short cause,

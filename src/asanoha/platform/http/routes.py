@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.access_docs import access_extensions
-from asanoha.platform.http.auth import authenticate
+from asanoha.platform.http.auth import authenticate_request
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
 from asanoha.platform.http.read_after import mark_read_after, note_write, read_after_of
@@ -26,6 +26,7 @@ from asanoha.platform.http.wire import (
     success_response,
 )
 from asanoha.platform.model import HandlerDef, Registry, SessionUser, resolve_agent_exposure
+from asanoha.platform.model.place import preferred_language
 from asanoha.platform.service import RequestMeta
 from asanoha.platform.service.idempotency import IDEMPOTENCY_HEADER, REPLAYED_HEADER, Replay
 
@@ -44,6 +45,7 @@ def request_meta(request: Request) -> RequestMeta:
         request_id=request_id,
         correlation_id=correlation_id,
         client_ip=request.client.host if request.client else None,
+        locale=preferred_language(request.headers.get("accept-language")),
     )
 
 
@@ -70,12 +72,11 @@ def json_endpoint(app: HttpParts, call: Call, *, allow_anonymous: bool = False) 
     Every failure is answered here, so an error never leaves the endpoint as an exception.
     """
     settings = app.settings
+    tokens = app.tokens
 
     async def endpoint(request: Request) -> Response:
         try:
-            user = authenticate(
-                settings, request.headers.get("authorization"), allow_anonymous=allow_anonymous
-            )
+            user = await authenticate_request(tokens, request, allow_anonymous=allow_anonymous)
             body = await read_json_body(
                 request, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
             )

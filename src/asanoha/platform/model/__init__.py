@@ -3,6 +3,7 @@
 from asanoha.platform.model import fields
 from asanoha.platform.model.access import Access
 from asanoha.platform.model.agent import Agent, AgentExposure, Risk, resolve_agent_exposure
+from asanoha.platform.model.aggregates import AggregateDef
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.concurrency import Concurrency
 from asanoha.platform.model.entity import Entity, instruction_fields
@@ -26,6 +27,7 @@ __all__ = [
     "Access",
     "Agent",
     "AgentExposure",
+    "AggregateDef",
     "Backoff",
     "Concurrency",
     "ConsumerDef",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -10,11 +11,19 @@ from pydantic import BaseModel
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access, check_access
 from asanoha.platform.model.agent import Agent
+from asanoha.platform.model.aggregates import AggregateDef, define_aggregate
 from asanoha.platform.model.backoff import Backoff
 from asanoha.platform.model.concurrency import Concurrency, check_concurrency
 from asanoha.platform.model.cron import check_cron
 from asanoha.platform.model.crud import build_crud_handlers, check_exclusions
 from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.feature_settings import (
+    ConfigDef,
+    SecretDef,
+    check_toggle,
+    declare_config,
+    declare_secret,
+)
 from asanoha.platform.model.fields import EventPii, check_event_pii
 from asanoha.platform.model.handlers import (
     CONSUMER_BACKOFF,
@@ -35,25 +44,36 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
+from asanoha.platform.model.projections import ProjectionDef, define_projection
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
+from asanoha.platform.model.retention import parse_age
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.versions import PayloadUpcaster
 
 F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A")
 ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
 
 
 class Feature:
     """A named set of entities, handlers, events, jobs and consumers."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, toggleable: bool = False, default_on: bool = True) -> None:
         self.name = check_segment(name, "feature name")
+        #: ``toggleable``: a tenant's feature can be switched off (``asanoha features
+        #: disable``); ``default_on``: whether it is on in a tenant that never switched it.
+        self.toggleable, self.default_on = check_toggle(self.name, toggleable, default_on)
+        #: ``feature.config(...)`` keys and ``feature.secret(...)`` names.
+        self.configs: dict[str, ConfigDef] = {}
+        self.secrets: dict[str, SecretDef] = {}
         self.entities: dict[str, EntityDef] = {}
         self.handlers: list[HandlerDef] = []
         self.events: list[EventDef] = []
         self.jobs: list[JobDef] = []
         self.consumers: list[ConsumerDef] = []
         self.streams: list[StreamHandlerDef] = []
+        self.aggregates: dict[str, AggregateDef] = {}
+        self.projections: list[ProjectionDef] = []
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
         self.post_save_hooks: dict[str, list[PostSaveHook]] = {}
         #: validate, pre_delete, post_delete and after_commit hooks: kind -> entity -> hooks.
@@ -76,6 +96,41 @@ class Feature:
                 "was built from the feature, which would never run it; declare everything "
                 "before building the App (move 'app = App(...)' below the declarations)"
             )
+
+    # -- configuration and secrets ----------------------------------------------------------
+
+    def config(
+        self,
+        key: str,
+        *,
+        default: Any = None,
+        per_tenant: bool = True,
+        type: Any = None,
+        description: str | None = None,
+    ) -> ConfigDef:
+        """Declare a configuration key: ``ctx.config[key]`` reads the tenant's value, else
+        ``default``. ``type``: what values are (``str``, ``int``, a pydantic model, ...;
+        default: the default's type). ``per_tenant=False``: one value for every tenant."""
+        self._check_open(f"config {key!r}")
+        made = declare_config(
+            self.name,
+            self.configs,
+            key,
+            default,
+            per_tenant=per_tenant,
+            type_=type,
+            description=description,
+        )
+        self.configs[key] = made
+        return made
+
+    def secret(self, name: str, *, description: str | None = None) -> SecretDef:
+        """Declare a secret: set write-only per tenant (``secrets:write:set``), stored
+        sealed, read by this feature's handlers and jobs as ``ctx.secrets[name]``."""
+        self._check_open(f"secret {name!r}")
+        made = declare_secret(self.name, self.secrets, name, description)
+        self.secrets[name] = made
+        return made
 
     # -- entities ---------------------------------------------------------------------------
 
@@ -356,14 +411,22 @@ class Feature:
         *,
         version: int = 1,
         upcasters: Mapping[int, PayloadUpcaster] | None = None,
+        keep_for: str | dt.timedelta | None = None,
     ) -> EventDef:
         """Declare a domain event ``<feature>:event:<name>`` with its payload model.
 
         ``pii={"email": "self", ...}``: its personal fields and their subject, encrypted like
         an entity's. ``version=N``: new events are stored as version N; ``upcasters={1: up_1_2, ...}``
-        bring stored payloads of older versions to it on every read.
+        bring stored payloads of older versions to it on every read. ``keep_for="365d"``
+        (``d``, ``h``, ``m``): ``asanoha events prune`` deletes events of this type once older.
         """
         qn = make_qn(self.name, "event", name)
+        kept: dt.timedelta | None = None
+        if keep_for is not None:
+            try:
+                kept = parse_age(keep_for)
+            except ValueError as exc:
+                raise DefinitionError(f"event {qn!r}: keep_for {exc}") from None
         self._check_open(f"event {qn!r}")
         event_def = EventDef(
             qn=qn,
@@ -372,6 +435,7 @@ class Feature:
             pii=check_event_pii(qn, model, pii),
             schema_version=version,
             upcasters=dict(upcasters or {}),
+            keep_for=kept,
         )
         self.events.append(event_def)
         return event_def
@@ -543,6 +607,45 @@ class Feature:
                     description=description or func.__doc__,
                 )
             )
+            return func
+
+        return register
+
+    def aggregate(
+        self, name: str, *, snapshot_every: int | None = None, version: int | str | None = None
+    ) -> Callable[[A], A]:
+        """Declare the aggregate ``<feature>:<name>``: a class with ``apply_<event>`` methods
+        (or ``apply(event)``), or a ``fold(state, event) -> state`` function, whose state
+        ``ctx.load(name, stream_id)`` folds from the stream's events (see
+        ``model/aggregates.py``). ``snapshot_every=N`` keeps a snapshot after each N events;
+        ``version=``: the state's shape (default: a digest of the code), a snapshot of
+        another one is taken again."""
+        kebab = check_segment(to_kebab(name), f"aggregate name in feature {self.name!r}")
+        self._check_open(f"aggregate {kebab!r}")
+        if kebab in self.aggregates:
+            raise DefinitionError(f"feature {self.name!r} declares aggregate {kebab!r} twice")
+
+        def register(target: A) -> A:
+            self._check_open(f"aggregate {kebab!r}")
+            self.aggregates[kebab] = define_aggregate(
+                self.name, kebab, target, snapshot_every=snapshot_every, version=version
+            )
+            return target
+
+        return register
+
+    def projection(self, name: str, *, table: Any, on: Iterable[str]) -> Callable[[F], F]:
+        """Declare ``<feature>:projection:<name>``: ``func(event, target)`` keeps ``table``
+        (a sqlalchemy ``Table`` of the application's own) from the events of the types
+        ``on``, in the transaction of each write that appends one, and ``asanoha
+        projections rebuild`` replays them into a shadow table and swaps it in (see
+        ``model/projections.py``)."""
+        types = tuple(on)
+
+        def register(func: F) -> F:
+            declared = define_projection(self.name, name, table, types, func)
+            self._check_open(f"projection {declared.qn!r}")
+            self.projections.append(declared)
             return func
 
         return register

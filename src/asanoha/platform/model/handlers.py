@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -124,6 +125,9 @@ class EventDef:
     #: Top-level payload keys that older releases of the platform wrote and no reader gets
     #: (dropped on read, whatever the event's version).
     retired_keys: frozenset[str] = frozenset()
+    #: How long events of this type are kept (``asanoha events prune`` without
+    #: ``--older-than`` prunes older ones); ``None``: for ever.
+    keep_for: dt.timedelta | None = None
 
     def __post_init__(self) -> None:
         check_versions(f"event {self.qn!r}", self.schema_version, self.upcasters)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import TypeVar
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.aggregates import AggregateDef, resolve_handlers
 from asanoha.platform.model.feature import Feature
 from asanoha.platform.model.handlers import (
     ConsumerDef,
@@ -19,6 +21,7 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.hooks import Hook, HookKind
 from asanoha.platform.model.names import parse_qn
+from asanoha.platform.model.projections import ProjectionDef
 
 _Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef, StreamHandlerDef)
 
@@ -38,6 +41,9 @@ class Registry:
         self._consumers: dict[str, ConsumerDef] = {}
         self._streams: dict[str, StreamHandlerDef] = {}
         self._entities: dict[str, EntityDef] = {}
+        self._aggregates: dict[str, AggregateDef] = {}
+        self._projections: dict[str, ProjectionDef] = {}
+        self._projections_on: dict[str, tuple[ProjectionDef, ...]] = {}
         self._pre_save: dict[str, tuple[PreSaveHook, ...]] = {}
         self._post_save: dict[str, tuple[PostSaveHook, ...]] = {}
         self._hooks: dict[tuple[HookKind, str], tuple[Hook, ...]] = {}
@@ -49,6 +55,8 @@ class Registry:
             self._collect(feature)
         self._check_tables()
         self._check_triggers()
+        self._resolve_aggregates()
+        self._collect_projections()
         for feature in self.features:
             feature.freeze()
         self._by_trigger: dict[str, tuple[JobDef, ...]] = {}
@@ -125,6 +133,33 @@ class Registry:
                 if event not in self._events:
                     raise DefinitionError(f"{consumer.qn}: on= names undeclared event {event!r}")
 
+    def _collect_projections(self) -> None:
+        tables = {entity_def.entity.table: entity_def.key for entity_def in self.entities}
+        for feature in self.features:
+            for projection in feature.projections:
+                if self._is_taken(projection.qn) or projection.qn in self._projections:
+                    raise DefinitionError(f"qualified name {projection.qn!r} is defined twice")
+                name = projection.table.name
+                if name in tables:
+                    raise DefinitionError(
+                        f"{projection.qn}: table {name!r} is already {tables[name]}'s"
+                    )
+                tables[name] = projection.qn
+                for event in projection.on:
+                    if event not in self._events:
+                        raise DefinitionError(
+                            f"{projection.qn}: on= names undeclared event {event!r}"
+                        )
+                    self._projections_on[event] = (*self._projections_on.get(event, ()), projection)
+                self._projections[projection.qn] = projection
+
+    def _resolve_aggregates(self) -> None:
+        event_features = {qn: event.feature for qn, event in self._events.items()}
+        for feature in self.features:
+            for aggregate in feature.aggregates.values():
+                handlers = resolve_handlers(aggregate, event_features)
+                self._aggregates[aggregate.key] = dataclasses.replace(aggregate, handlers=handlers)
+
     # -- lookups ----------------------------------------------------------------------------
 
     def handler(self, qn: str) -> HandlerDef:
@@ -152,6 +187,29 @@ class Registry:
     def entities(self) -> tuple[EntityDef, ...]:
         """Every registered entity."""
         return tuple(self._entities.values())
+
+    def find_projection(self, qn: str) -> ProjectionDef | None:
+        """The declared projection ``qn`` or ``None``."""
+        return self._projections.get(qn)
+
+    @property
+    def projections(self) -> tuple[ProjectionDef, ...]:
+        """Every declared projection."""
+        return tuple(self._projections.values())
+
+    def projections_on(self, event_type: str) -> tuple[ProjectionDef, ...]:
+        """The declared projections that follow events of ``event_type``."""
+        return self._projections_on.get(event_type, ())
+
+    def find_aggregate(self, key: str) -> AggregateDef | None:
+        """The aggregate ``feature:name`` (its ``apply_<event>`` methods resolved) or
+        ``None``."""
+        return self._aggregates.get(key)
+
+    @property
+    def aggregates(self) -> tuple[AggregateDef, ...]:
+        """Every declared aggregate."""
+        return tuple(self._aggregates.values())
 
     def event(self, qn: str) -> EventDef | None:
         """The declared event ``qn`` or ``None``."""

@@ -23,6 +23,20 @@ class SessionUser:
     #: run it acts for. ``None``: a human (or the system user). High-risk writes by an agent
     #: principal need a human's approval token.
     agent: str | None = None
+    #: The locale and time zone the caller's token names (claims ``locale`` and
+    #: ``zoneinfo``), for ``ctx.locale`` and ``ctx.tz``; ``None``: not named.
+    locale: str | None = None
+    zoneinfo: str | None = None
+    #: The QN patterns a scoped token (a personal access token) may call; ``None``: any
+    #: handler its roles admit.
+    scopes: frozenset[str] | None = None
+    #: The scopes alone admit (a token an operator made without roles): a handler whose
+    #: scopes match admits the caller as its roles would, unless only ``system`` may call it.
+    scopes_grant: bool = False
+    #: The ``jti`` and ``exp`` of the token the caller presented (to revoke it); not part of
+    #: who the caller is.
+    token_id: str | None = field(default=None, compare=False)
+    token_expires: int | None = field(default=None, compare=False)
 
     @property
     def is_agent(self) -> bool:
@@ -32,6 +46,15 @@ class SessionUser:
     def as_agent(self, run: str) -> SessionUser:
         """The same principal, marked as acting for the agent run ``run``."""
         return dataclasses.replace(self, agent=run or "agent")
+
+    def with_token(self, jti: str, expires: int) -> SessionUser:
+        """The same principal, noting the ``jti`` and ``exp`` of the token it presented."""
+        return dataclasses.replace(self, token_id=jti, token_expires=expires)
+
+    def with_scopes(self, scopes: frozenset[str], *, grant: bool = False) -> SessionUser:
+        """The same principal, limited to handlers matching ``scopes`` (QN patterns);
+        ``grant``: admitted to them without roles."""
+        return dataclasses.replace(self, scopes=scopes, scopes_grant=grant)
 
     @classmethod
     def of(cls, id: str, tenant_id: str, roles: Iterable[str] = ()) -> SessionUser:

@@ -12,7 +12,9 @@ import pydantic
 from sqlalchemy import Connection
 
 from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
-from asanoha.platform.model import HandlerDef, Registry, SessionUser
+from asanoha.platform.model import SYSTEM_ROLE, HandlerDef, Registry, SessionUser
+from asanoha.platform.model.scopes import scopes_admit
+from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
     EntryHandler,
@@ -27,22 +29,49 @@ from asanoha.platform.service.validation import check_storable, validate_payload
 class Admission:
     """Admits calls to the handlers of one registry."""
 
-    def __init__(self, registry: Registry, rate_limiter: RateLimiter | None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        rate_limiter: RateLimiter | None,
+        switches: FeatureSettings | None = None,
+    ) -> None:
         self._registry = registry
+        #: Whether a toggleable feature is on in the caller's tenant (``feature_settings``).
+        self._switches = switches
         #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
         self.rate_limiter = rate_limiter
 
     def admit(
-        self, qn: str, kind: str, payload: Any, user: SessionUser
+        self,
+        qn: str,
+        kind: str,
+        payload: Any,
+        user: SessionUser,
+        conn: Connection | None = None,
+        *,
+        nested: bool = False,
     ) -> tuple[HandlerDef, pydantic.BaseModel]:
-        """The handler exists, admits ``user`` and accepts ``payload``: it and the payload."""
+        """The handler exists, admits ``user``, its feature is on in the user's tenant (403
+        ``feature_disabled``; ``conn``: the caller's open transaction, if any) and it
+        accepts ``payload``: it and the payload.
+
+        A caller with a scoped token (``user.scopes``) reaches only handlers its scopes
+        match; a ``nested`` call (a handler's own ``ctx.write``/``ctx.query``) is the
+        handler's doing, admitted by the scopes of the call that entered it.
+        """
         handler = self._registry.find_handler(qn)
         if handler is None or handler.kind != kind:
             raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
-        if not handler.access.admits(user):
+        if not handler.access.admits(user) and not scopes_grant(user, handler):
             raise AccessDeniedError(
                 Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
             )
+        if user.scopes is not None and not nested and not scopes_admit(user.scopes, handler.qn):
+            raise AccessDeniedError(
+                Reasons.TOKEN_SCOPE_DENIED, handler=handler.qn, scopes=sorted(user.scopes)
+            )
+        if self._switches is not None:
+            self._switches.check_enabled(handler, user.tenant_id, conn)
         check_storable(payload, handler.qn)
         return handler, validate_payload(handler.payload_model, payload, handler.qn)
 
@@ -58,6 +87,18 @@ class Admission:
             )
         # The limiter knows the application's default for handlers that declare none.
         self.rate_limiter.check(handler, user, meta)
+
+
+def scopes_grant(user: SessionUser, handler: HandlerDef) -> bool:
+    """Whether a token whose scopes are its grant (made by an operator without roles)
+    reaches ``handler``: its scopes match, and a caller's role could reach it (never a
+    handler only the ``system`` user may call)."""
+    return (
+        user.scopes_grant
+        and user.scopes is not None
+        and scopes_admit(user.scopes, handler.qn)
+        and bool(handler.access.roles - {SYSTEM_ROLE})
+    )
 
 
 def open_request(

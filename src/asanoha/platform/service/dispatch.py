@@ -42,9 +42,11 @@ from asanoha.platform.service import (
     outbox,
 )
 from asanoha.platform.service.admission import Admission, open_request
+from asanoha.platform.service.aggregates import Aggregates
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner
 from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
+from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.job_enqueue import JobEnqueuer
@@ -60,6 +62,7 @@ from asanoha.platform.service.request import (
     RequestMeta,
     WriteOrigin,
 )
+from asanoha.platform.service.secret_guard import run_guarded
 from asanoha.platform.service.write_pipeline import WritePipeline
 from asanoha.platform.service.write_plan import WritePlan
 from asanoha.platform.store import (
@@ -134,12 +137,16 @@ class Service:
         self.domain_events = DomainEvents(
             registry, self.tables, database.backend, self.personal, self.owner_rules
         )
+        #: Folds the declared aggregates (``ctx.load``).
+        self.aggregates = Aggregates(registry, self.tables, database.backend)
         self._commit_listeners: list[CommitListener] = []
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}
         self._entries: dict[str, EntryHandler] = {}
+        #: Features' configuration, secrets and switches per tenant (``feature_settings``).
+        self.feature_settings = FeatureSettings(registry, self.tables, self.personal, database)
         #: The first steps of every dispatch (``admission``).
-        self.admission = Admission(registry, rate_limiter)
+        self.admission = Admission(registry, rate_limiter, self.feature_settings)
         #: Runs every write through its handler's plan (``write_pipeline``).
         self.writes = WritePipeline(
             registry=registry,
@@ -291,8 +298,11 @@ class Service:
         it, the primary serves.
         """
         if parent is not None:
-            handler, model = self.admission.admit(qn, "query", payload, user)
-            return handler.func(model, QueryContext(self, parent, handler, user))
+            handler, model = self.admission.admit(
+                qn, "query", payload, user, parent.conn, nested=True
+            )
+            context = QueryContext(self, parent, handler, user)
+            return run_guarded(handler.qn, lambda: handler.func(model, context))
         with observed("query", qn, user, meta) as span:
             handler, model = self.admission.admit(qn, "query", payload, user)
             self.admission.check_rate(handler, user, meta)
@@ -302,7 +312,8 @@ class Service:
                 )
                 note_entry(span, request)
                 request.reads = reads
-                return handler.func(model, QueryContext(self, request, handler, user))
+                context = QueryContext(self, request, handler, user)
+                return run_guarded(handler.qn, lambda: handler.func(model, context))
 
     @contextmanager
     def _reading(

@@ -28,6 +28,7 @@ from asanoha.platform.store import (
     stream_version,
 )
 from asanoha.platform.store.backends import Backend
+from asanoha.platform.store.declared_projections import apply_declared_projections
 from asanoha.platform.store.projections import entity_of_event, lock_entity_row, stream_entity
 
 
@@ -91,7 +92,9 @@ class DomainEvents:
             )
         entity_def = stream_entity(conn, self._tables, self._registry, user.tenant_id, stream_id)
         self._check_stream_type(handler, entity_def, stream_id, stream_type)
-        expected = expected_version
+        held = (user.tenant_id, stream_id)
+        # A stream the handler fetched for writing is expected at the version it read.
+        expected = request.held_versions.get(held) if expected_version is None else expected_version
         if entity_def is not None:
             # The stream is the entity's: the event takes its stream type (a rebuild replays
             # it), and the row lock comes first, as in the executor, so that concurrent
@@ -121,6 +124,9 @@ class DomainEvents:
         )
         if entity_def is not None:
             apply_entity_event(conn, self._tables, entity_def, stored)
+        apply_declared_projections(conn, self._registry, stored)
+        if held in request.held_versions:
+            request.held_versions[held] = stored.version
         request.appended.append(stored)
         return stored
 

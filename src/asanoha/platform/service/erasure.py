@@ -22,6 +22,7 @@ from asanoha.platform.personal.blind_index import forget_blind_indexes
 from asanoha.platform.personal.vault import PersonalData
 from asanoha.platform.service import gates
 from asanoha.platform.service.request import Request
+from asanoha.platform.store.snapshots import discard_snapshots
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ def forget_subject(
         conn, personal.backend, personal.tables, tenant_id, subject, by=by, reason=reason
     )
     personal.vault(conn).forgotten(tenant_id, subject)
+    # The snapshots of the subject's own stream go at once; any other snapshot holding one
+    # of its values no longer opens, and the load that finds it folds the events again.
+    discard_snapshots(conn, personal.tables, tenant_id=tenant_id, stream_id=subject)
     if personal.encrypts:
         # Without a master key the values themselves stay: so do their indexes.
         forget_blind_indexes(conn, personal.tables, tenant_id, subject)

@@ -42,6 +42,7 @@ from asanoha.platform.service.request import Request
 from asanoha.platform.service.validation import field_errors, invalid_field
 from asanoha.platform.store import StoredEvent, Tables, append_event, apply_entity_event, keyset
 from asanoha.platform.store.backends import Backend
+from asanoha.platform.store.declared_projections import apply_declared_projections
 from asanoha.platform.store.events import SubjectKeyExists
 from asanoha.platform.store.projections import Row, encode_values
 from asanoha.platform.store.search import search_condition, search_words, searchable_fields
@@ -710,11 +711,13 @@ class EntityExecutor(EntityReader):
         if not may_conflict:
             event = self._append(stream_id, expected, verb, payload)
             row = self._project(event)
+            apply_declared_projections(self._conn, self._env.registry, event)
         else:
             savepoint = self._conn.begin_nested()
             try:
                 event = self._append(stream_id, expected, verb, payload)
                 row = self._project(event)
+                apply_declared_projections(self._conn, self._env.registry, event)
             except BaseException:
                 savepoint.rollback()
                 raise

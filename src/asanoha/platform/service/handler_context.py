@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.model import EventDef, HandlerDef, Registry, SessionUser
 from asanoha.platform.service import gates
+from asanoha.platform.service.aggregates import AsOf, Loaded
 from asanoha.platform.service.executor import EntityExecutor, EntityReader
+from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
+from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.raw_sql import RawSql, open_raw_sql
 from asanoha.platform.service.request import Request, RequestView
 from asanoha.platform.store import StoredEvent
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from asanoha.platform.service.jobs import Jobs
 
 
-class QueryContext:
+class QueryContext(FeatureAccess):
     """Read access for a query handler: entities of the caller's tenant, other queries.
 
     A query changes nothing: ``write``, ``write_as``, ``append_event`` and ``dispatch``
@@ -64,6 +67,16 @@ class QueryContext:
             self.handler.qn,
             self.handler.raw_sql,
             read_only=self.handler.kind == "query",
+        )
+
+    def _feature_scope(self) -> FeatureScope:
+        return FeatureScope(
+            self._service.feature_settings,
+            self._service.database,
+            self.user.tenant_id,
+            self.handler.feature,
+            self._request.conn,
+            self._request.meta.place_of(self.user),
         )
 
     @property
@@ -164,6 +177,32 @@ class WriteContext(QueryContext):
             expected_version=expected_version,
         )
 
+    def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
+        """The state of aggregate ``aggregate`` (of this feature, or ``feature:name``)
+        folded from the events of ``stream_id`` in the caller's tenant, opened and upcast:
+        ``None`` for a stream without events. ``as_of``: the state at that global position
+        (an event id) or time (an aware datetime)."""
+        return self._load(aggregate, str(stream_id), as_of).state
+
+    def fetch_for_writing(self, aggregate: str, stream_id: str | uuid.UUID) -> Any:
+        """``load``, holding the version read: the events this handler then appends to the
+        stream (``append_event`` without ``expected_version``) follow it, and a concurrent
+        append in between answers 409 ``version_conflict``."""
+        loaded = self._load(aggregate, str(stream_id), None)
+        self._request.held_versions[self.user.tenant_id, str(stream_id)] = loaded.version
+        return loaded.state
+
+    def _load(self, aggregate: str, stream_id: str, as_of: AsOf | None) -> Loaded:
+        aggregates = self._service.aggregates
+        found = aggregates.find(aggregate, feature=self.handler.feature, caller=self.handler.qn)
+        return aggregates.load(
+            self._request.conn,
+            found,
+            tenant_id=self.user.tenant_id,
+            stream_id=stream_id,
+            as_of=as_of,
+        )
+
     def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
         """Enqueue a job; it is published only if this write commits."""
         return self._service.enqueue_job(
@@ -204,3 +243,11 @@ def platform_jobs(ctx: QueryContext) -> Jobs:
 
     platform_request(ctx)
     return Jobs(ctx._service, ctx.tenant_id)
+
+
+def platform_settings(ctx: QueryContext) -> FeatureSettings:
+    """Features' configuration, secrets and switches, for the platform's bundled handlers
+    (``config``, ``secrets``). Refused for a handler defined elsewhere, as
+    ``platform_request``: application code reads its own through ``ctx.config``."""
+    platform_request(ctx)
+    return ctx._service.feature_settings

@@ -147,6 +147,8 @@ class JobEnqueuer:
             "origin": request.origin.to_header(),
             "request_id": request.request_id,
             "correlation_id": request.meta.correlation_id,
+            # The job's ctx.locale and ctx.tz: what the write that enqueued it asked for.
+            "place": request.meta.place_of(request.user).to_header(),
             # The job's attempts join the trace of the write that enqueued it.
             **telemetry.trace_headers(),
         }

@@ -15,6 +15,7 @@ from sqlalchemy import Connection
 
 from asanoha.platform.model import SYSTEM_ROLE, Access, Risk, SessionUser
 from asanoha.platform.model.agent import RISK_ORDER
+from asanoha.platform.model.place import Place
 
 if TYPE_CHECKING:
     from asanoha.platform.service.instruction_reads import InstructionReads
@@ -48,6 +49,15 @@ class RequestMeta:
     causation_id: str | None = None
     #: The HTTP client's address (what ``RateLimit(per="ip")`` counts by).
     client_ip: str | None = None
+    #: The language the caller's ``Accept-Language`` prefers (``ctx.locale``).
+    locale: str | None = None
+    #: The time zone the chain asked for (a job's writes: the one its write carried).
+    zoneinfo: str | None = None
+
+    def place_of(self, user: SessionUser) -> Place:
+        """What ``user`` asked for in this request: the request's locale and zone over the
+        token's."""
+        return Place(self.locale or user.locale, self.zoneinfo or user.zoneinfo)
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,10 @@ class Request:
     outbox: list[OutboxMessage] = field(default_factory=list)
     #: Events appended in this transaction, announced to commit listeners once it commits.
     appended: list[StoredEvent] = field(default_factory=list)
+    #: (tenant, stream) -> the version ``ctx.fetch_for_writing`` read: the events the
+    #: handler appends to the stream are expected right after it (409 when another writer
+    #: appended in between). Moves with each append.
+    held_versions: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The human approval an agent's high-risk call runs under (recorded with provenance).
     approval_id: uuid.UUID | None = None
     #: The job or consumer this unit of work runs for (``None``: a caller's own dispatch).

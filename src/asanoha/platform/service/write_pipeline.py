@@ -48,6 +48,7 @@ from asanoha.platform.service.job_enqueue import JobEnqueuer
 from asanoha.platform.service.keyed_writes import KeyedWrites
 from asanoha.platform.service.observed import note_entry, observed
 from asanoha.platform.service.request import Acting, Request, RequestMeta, WriteOrigin
+from asanoha.platform.service.secret_guard import run_guarded
 from asanoha.platform.service.trigger_result import storable_trigger_result
 from asanoha.platform.service.write_plan import WritePlan, build_write_plan
 from asanoha.platform.store import Database
@@ -121,7 +122,9 @@ class WritePipeline:
             idempotency_key = idempotency.check_key(idempotency_key)
         if parent is not None:
             gates.check_write_allowed(parent, "write", qn)
-            handler, model = self._admission.admit(qn, "write", payload, user)
+            handler, model = self._admission.admit(
+                qn, "write", payload, user, parent.conn, nested=True
+            )
             key = idempotency.key_of(
                 idempotency_key, handler.qn, user, lambda: payload_digest(model)
             )
@@ -274,7 +277,7 @@ class WritePipeline:
         holder: list[Request],
         span: telemetry.Span,
     ) -> Any:
-        handler, model = self._admission.admit(qn, "write", payload, user)
+        handler, model = self._admission.admit(qn, "write", payload, user, conn)
         plan = self.plan_of(handler)
         if plan.rate_limited:
             self._admission.check_rate(handler, user, meta)
@@ -325,7 +328,8 @@ class WritePipeline:
         """The plan's steps inside the transaction: the handler, then its triggered jobs."""
         handler = plan.handler
         try:
-            result = handler.func(model, self._context(request, handler, user))
+            context = self._context(request, handler, user)
+            result = run_guarded(handler.qn, lambda: handler.func(model, context))
         except DataError as exc:
             # The database refused a value the payload model let through (a NUL character,
             # a number beyond a column's range): bad input, answered as such, not a crash.

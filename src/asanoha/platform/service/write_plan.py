@@ -172,10 +172,22 @@ def _executor_steps(registry: Registry, handler: HandlerDef) -> list[PlanStep]:
                 "executor",
                 "service/executor.py",
                 "per entity verb: transitions, field access, gates, sealing and intake, "
-                "append and project",
+                "append and project (the entity row, then the declared projections that "
+                "follow the event)",
             )
         ]
-    return _entity_steps(entity_def, str(verb))
+    steps = _entity_steps(entity_def, str(verb))
+    past = {"create": "created", "update": "updated", "delete": "deleted", "restore": "restored"}
+    followers = registry.projections_on(entity_def.event_qn(past.get(str(verb), str(verb))))
+    if followers:
+        steps.append(
+            PlanStep(
+                "declared_projections",
+                "store/declared_projections.py",
+                "in the transaction: " + ", ".join(projection.qn for projection in followers),
+            )
+        )
+    return steps
 
 
 def _entity_steps(entity_def: EntityDef, verb: str) -> list[PlanStep]:

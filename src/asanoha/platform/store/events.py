@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from asanoha.platform import telemetry
-from asanoha.platform.errors import VersionConflictError
+from asanoha.platform.errors import InternalError, Reasons, VersionConflictError
 from asanoha.platform.personal import events as personal_events
+from asanoha.platform.personal import secret_values
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
 
@@ -73,6 +74,10 @@ def append_event(
     insert with the event (the last one in the same statement); ``SubjectKeyExists`` when
     a subject has one already.
     """
+    if secret_values.carries_secret(payload):
+        # An event is kept for ever and read by every consumer: a secret in it (outside a
+        # sealed personal field) would be stored in plain text. Refused before anything is.
+        raise InternalError(Reasons.SECRET_IN_OUTPUT, handler=type)
     now = dt.datetime.now(dt.UTC)
     row = {
         "stream_id": stream_id,
@@ -160,6 +165,50 @@ def read_events(
     if upcast:
         found = tables.upcasters.upcast_all(found)
     return personal_events.reveal_events(conn, found) if opened else found
+
+
+def read_stream(
+    conn: Connection,
+    tables: Tables,
+    *,
+    tenant_id: str,
+    stream_id: str,
+    after_version: int = 0,
+    through_version: int | None = None,
+) -> list[StoredEvent]:
+    """The events of one stream with a version above ``after_version`` (and at most
+    ``through_version``), in order, upcast and opened as ``read_events`` gives them."""
+    events = tables.events
+    query = select(*(events.c[name] for name in EVENT_COLUMNS)).where(
+        events.c.tenant_id == tenant_id,
+        events.c.stream_id == stream_id,
+        events.c.version > after_version,
+    )
+    if through_version is not None:
+        query = query.where(events.c.version <= through_version)
+    rows = conn.execute(query.order_by(events.c.version)).mappings()
+    found = tables.upcasters.upcast_all([StoredEvent(**row) for row in rows])
+    return personal_events.reveal_events(conn, found)
+
+
+def stream_version_as_of(
+    conn: Connection,
+    tables: Tables,
+    tenant_id: str,
+    stream_id: str,
+    as_of: int | dt.datetime,
+) -> int:
+    """The version a stream had at global position ``as_of`` (an event id), or at the time
+    ``as_of`` (an aware datetime); 0 when it had no event yet."""
+    events = tables.events
+    query = select(func.coalesce(func.max(events.c.version), 0)).where(
+        events.c.tenant_id == tenant_id, events.c.stream_id == stream_id
+    )
+    if isinstance(as_of, dt.datetime):
+        query = query.where(events.c.created_at <= as_of)
+    else:
+        query = query.where(events.c.id <= as_of)
+    return int(conn.execute(query).scalar_one())
 
 
 def read_event(

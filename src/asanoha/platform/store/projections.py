@@ -74,6 +74,12 @@ def _decode_all(entity_def: EntityDef, values: Mapping[str, Any]) -> dict[str, A
     }
 
 
+def _default_or_none(declared: Field) -> Any:
+    if not declared.has_default or callable(declared.default) or declared.is_personal:
+        return None
+    return declared.default
+
+
 def _personal_text(value: Any) -> Any:
     return value if value is None or isinstance(value, str) else json.dumps(value)
 
@@ -193,7 +199,12 @@ def row_change(
             "created_at": event.created_at,
             "created_by": event.created_by,
             **stamp,
-            **{name: None for name in entity_def.entity.fields},
+            # A field declared after this event was written takes its default, as the
+            # revision that added its column backfilled it (see migrations.backfill).
+            **{
+                name: _default_or_none(declared)
+                for name, declared in entity_def.entity.fields.items()
+            },
             **{blind_column(name): None for name in blind_indexed_fields(entity_def.entity)},
             **_decode_all(entity_def, data),
             **_blind_columns(vault, entity_def, event.tenant_id, data),

@@ -103,7 +103,7 @@ def rebuild_guarded(
     writes (see the module). Raises ``ConflictError`` (``projection_orphan_rows``) when live
     rows have no events and ``drop_orphans`` is false; the live table is then unchanged."""
     live = tables.entity(entity_def.key)
-    swap = _swap_for(database.dialect)
+    swap = swap_for(database.dialect)
     shadow = swap.shadow_of(live)
     report = progress or (lambda _: None)
     with database.begin() as conn:
@@ -265,7 +265,8 @@ class _Swap(Protocol):
     ) -> str | None: ...
 
 
-def _swap_for(dialect: str) -> _Swap:
+def swap_for(dialect: str) -> _Swap:
+    """The swap of the database's dialect (shared with the rebuild of declared projections)."""
     return _PostgresSwap() if dialect == "postgresql" else _SqliteSwap()
 
 

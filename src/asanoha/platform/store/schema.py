@@ -24,11 +24,16 @@ def create_platform_tables(conn: Connection, backend: Backend, tables: Tables) -
 
 
 def create_missing_entity_tables(conn: Connection, tables: Tables) -> list[str]:
-    """Make the entity tables that do not exist yet (with their indexes); return their names.
+    """Make the entity tables (and declared projections' tables) that do not exist yet (with
+    their indexes); return their names.
 
     Existing tables are left as they are: a new column needs a migration.
     """
     present = set(inspect(conn).get_table_names())
     missing = [table for table in tables.entities.values() if table.name not in present]
     tables.metadata.create_all(conn, tables=missing, checkfirst=False)
-    return [table.name for table in missing]
+    # Declared projections' tables are declared in the application's own metadata.
+    followers = [table for table in tables.projections.values() if table.name not in present]
+    for table in followers:
+        table.create(conn)
+    return [table.name for table in [*missing, *followers]]

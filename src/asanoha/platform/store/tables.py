@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -134,9 +135,21 @@ class Tables:
     subject_keys: Table
     #: The pending wake-up of each consumer partition (a row while one is pending).
     consumer_wakes: Table
+    #: Each cron tick, open until its job rows are placed (see ``service/cron_ticks.py``).
+    cron_ticks: Table
+    #: Features' configuration values, sealed secrets and switches, per tenant.
+    feature_settings: Table
+    #: Aggregate states folded up to a stream version, personal values sealed.
+    snapshots: Table
+    #: Revoked bearer tokens by ``jti`` (until they would have expired).
+    token_revocations: Table
+    #: Personal access tokens: the digest of each secret, its owner and scopes.
+    access_tokens: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
+    #: The tables of the declared projections, by projection QN (the application's own).
+    projections: Mapping[str, Table] = field(default_factory=dict)
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
@@ -315,6 +328,12 @@ def build_tables(registry: Registry) -> Tables:
         upcasters=upcasters_for(registry),
         subject_keys=_subject_keys_table(metadata),
         consumer_wakes=_consumer_wakes_table(metadata),
+        cron_ticks=_cron_ticks_table(metadata),
+        feature_settings=_feature_settings_table(metadata),
+        snapshots=_snapshots_table(metadata),
+        projections={projection.qn: projection.table for projection in registry.projections},
+        token_revocations=_token_revocations_table(metadata),
+        access_tokens=_access_tokens_table(metadata),
     )
 
 
@@ -419,6 +438,80 @@ def _consumer_wakes_table(metadata: MetaData) -> Table:
     )
 
 
+def _cron_ticks_table(metadata: MetaData) -> Table:
+    """One row per tick of a cron job (see ``service/cron_ticks.py``): open (``done_at`` null)
+    until the transaction that places its job rows closes it; the newest closed one is where
+    ``catch_up`` starts, and outlives the prune of job rows."""
+    return Table(
+        "asanoha_cron_ticks",
+        metadata,
+        Column("job_qn", String(200), primary_key=True),
+        # The scheduled time as beat sent it: the text in the job rows' idempotency keys.
+        Column("tick", String(64), primary_key=True),
+        Column("tick_at", Timestamp, nullable=False),
+        Column("opened_at", Timestamp, nullable=False),
+        Column("done_at", Timestamp, nullable=True),
+    )
+
+
+def _snapshots_table(metadata: MetaData) -> Table:
+    """One row per aggregate state kept at a stream version (``store/snapshots.py``): its
+    personal values hold the events' sealed texts, so forgetting a subject makes them
+    unreadable like the events themselves."""
+    return Table(
+        "asanoha_snapshots",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("aggregate", String(200), primary_key=True),
+        Column("stream_id", String(64), primary_key=True),
+        #: The stream version of the last event folded into ``state``.
+        Column("stream_version", Integer, primary_key=True),
+        #: The aggregate's shape (``AggregateDef.version``): another one ignores the row.
+        Column("aggregate_version", String(80), nullable=False),
+        #: The global position of the last event folded into ``state``.
+        Column("position", Position, nullable=False),
+        Column("state", Json, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+    )
+
+
+def _token_revocations_table(metadata: MetaData) -> Table:
+    """One row per revoked token of a tenant, kept until the token would have expired:
+    every API process reads the unexpired rows every few seconds."""
+    return Table(
+        "asanoha_token_revocations",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("jti", String(200), primary_key=True),
+        Column("revoked_by", String(64), nullable=False),
+        Column("revoked_at", Timestamp, nullable=False),
+        Column("expires_at", Timestamp, nullable=False),
+        Index("ix_asanoha_token_revocations_expires", "expires_at"),
+    )
+
+
+def _access_tokens_table(metadata: MetaData) -> Table:
+    """One row per personal access token: the SHA-256 of its secret (never the secret), who
+    it acts for, with which roles and QN-pattern scopes, until when."""
+    return Table(
+        "asanoha_access_tokens",
+        metadata,
+        Column("id", String(64), primary_key=True),
+        Column("token_hash", String(64), nullable=False, unique=True),
+        Column("tenant_id", String(64), nullable=False),
+        Column("user_id", String(64), nullable=False),
+        Column("name", String(200), nullable=False),
+        Column("roles", Json, nullable=False),
+        Column("scopes", Json, nullable=False),
+        Column("agent", String(200), nullable=True),
+        Column("created_by", String(64), nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        Column("expires_at", Timestamp, nullable=False),
+        Column("revoked_at", Timestamp, nullable=True),
+        Index("ix_asanoha_access_tokens_owner", "tenant_id", "user_id"),
+    )
+
+
 def _subject_keys_table(metadata: MetaData) -> Table:
     """One data key per (tenant, subject) of personal data, wrapped by a master key; a
     forgotten subject keeps its row (who, when, why) without the key."""
@@ -484,3 +577,19 @@ def _entity_table(metadata: MetaData, entity_def: EntityDef) -> Table:
     # The GIN index of a list's search (Postgres only; see ``store.search``).
     search_index(table, entity)
     return table
+
+
+def _feature_settings_table(metadata: MetaData) -> Table:
+    """One row per tenant, feature, kind and key: a feature's configuration value, sealed
+    secret or switch (see ``store/feature_settings_rows``)."""
+    return Table(
+        "asanoha_feature_settings",
+        metadata,
+        Column("tenant_id", String(64), primary_key=True),
+        Column("feature", String(100), primary_key=True),
+        Column("kind", String(16), primary_key=True),
+        Column("key", String(100), primary_key=True),
+        Column("value", Json, nullable=False),
+        Column("updated_at", Timestamp, nullable=False),
+        Column("updated_by", String(200), nullable=True),
+    )

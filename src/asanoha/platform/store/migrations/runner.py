@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Index, MetaData, Table, inspect
 
 from asanoha.platform.model import Registry
 from asanoha.platform.store.database import Database
+from asanoha.platform.store.migrations.backfill import add_backfills
 from asanoha.platform.store.migrations.revisions import (
     APP_VERSION_TABLE,
     PLATFORM_FOLDER,
@@ -254,7 +255,11 @@ def init_app_migrations(folder: Path) -> None:
 
 
 def write_app_revision(
-    folder: Path, registry: Registry, database: Database, message: str
+    folder: Path,
+    registry: Registry,
+    database: Database,
+    message: str,
+    said: list[str] | None = None,
 ) -> list[Path]:
     """Autogenerate a migration of the entity tables into ``folder``; returns the files written.
 
@@ -263,22 +268,29 @@ def write_app_revision(
     none, autogenerate writes exactly that; compared with a database whose tables were made
     from the code before (see ``upgrade_app``), the tables as that database has them come
     first, in a revision of their own, and the differences to the code follow in a second.
+
+    A column added for a field with a ``default=`` is backfilled (see ``backfill``); what
+    was backfilled, or why not, is appended to ``said``.
     """
     init_app_migrations(folder)
     target = app_target(registry)
     is_first = app_head(folder) is None
     with database.connect() as conn:
 
-        def start_with_the_tables(
+        def shape_revisions(
             context: MigrationContext, revision: Any, directives: list[ops.MigrationScript]
         ) -> None:
-            directives[:] = _with_existing_tables_first(conn, target, directives[0])
+            lines = add_backfills(directives[0], registry)
+            if said is not None:
+                said.extend(lines)
+            if is_first:
+                directives[:] = _with_existing_tables_first(conn, target, directives[0])
 
         scripts = command.revision(
             make_config(folder, target, connection=conn),
             message=message,
             autogenerate=True,
-            process_revision_directives=start_with_the_tables if is_first else None,
+            process_revision_directives=shape_revisions,
         )
     written = scripts if isinstance(scripts, list) else [scripts]
     return [Path(script.path) for script in written if script is not None]
