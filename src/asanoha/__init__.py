@@ -29,6 +29,7 @@ from asanoha.platform.errors import (
     ValidationError,
     VersionConflictError,
 )
+from asanoha.platform.feed.context import StreamContext
 from asanoha.platform.model import (
     Access,
     Agent,
@@ -95,6 +96,7 @@ __all__ = [
     "Settings",
     "Snooze",
     "StoredEvent",
+    "StreamContext",
     "UnprocessableError",
     "ValidationError",
     "VersionConflictError",

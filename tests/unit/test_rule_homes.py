@@ -53,7 +53,14 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.store.declared_projections.apply_declared_projections",
             }
         ),
-        frozenset({"asanoha.platform.service.domain_events", "asanoha.platform.service.executor"}),
+        frozenset(
+            {
+                "asanoha.platform.service.domain_events",
+                "asanoha.platform.service.executor",
+                # The platform's own events (job progress): no feature's, no plan's.
+                "asanoha.platform.service.platform_events",
+            }
+        ),
     ),
     "sealing personal values": (
         frozenset(

@@ -128,6 +128,14 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1024 * 1024
     #: JSON bodies nested deeper than this are refused with 400 ``json_too_deep``.
     max_json_depth: int = 32
+    #: Messages a live-feed client (``/api/stream``) may have waiting; past it the client is
+    #: dropped with ``event: overflow`` and resumes from its last id.
+    stream_buffer: int = Field(default=1000, ge=1)
+    #: Seconds between two reads of the event log by an API process's feed when no commit of
+    #: its own woke it (commits of other processes: workers, other API processes).
+    stream_poll_interval: float = Field(default=0.05, gt=0)
+    #: Seconds between heartbeat comments (``: ping``) on an idle stream.
+    stream_heartbeat: float = Field(default=15.0, gt=0)
     #: Items a ``POST /api/batch`` may hold: one transaction runs them all, and a batch that
     #: outlasts its client's timeout is committed while the client thinks it failed.
     max_batch_items: int = Field(default=100, ge=1)

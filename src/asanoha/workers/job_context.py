@@ -11,7 +11,7 @@ from typing import Any
 
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser, Snooze
 from asanoha.platform.model.place import Place
-from asanoha.platform.service import RequestMeta, Service, WriteOrigin
+from asanoha.platform.service import RequestMeta, Service, WriteOrigin, platform_events
 from asanoha.platform.service.aggregates import AsOf
 from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.outbox import is_cancel_requested
@@ -258,6 +258,22 @@ class JobContext(FeatureAccess):
         job. The job then ends ``cancelled`` (no retry)."""
         if self.cancel_requested:
             raise JobCancelled(f"{self.job.qn} {self.task_id} was cancelled")
+
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far the job is (``fraction`` from 0 to 1, a short ``message`` without
+        personal data): an ``asanoha:job.progress`` event on the live feed, for the user
+        who started the job and the tenant's operators. Committed at once, apart from the
+        job's writes."""
+        platform_events.append_job_progress(
+            self._service.database,
+            self._service.tables,
+            tenant_id=self.meta.tenant_id,
+            job_id=self.task_id,
+            job_qn=self.job.qn,
+            owner=self.meta.triggered_by,
+            fraction=fraction,
+            message=message,
+        )
 
     def _request_meta(self) -> RequestMeta:
         # The job's writes (and the jobs they enqueue) keep the place its write asked for.

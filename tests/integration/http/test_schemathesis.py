@@ -25,6 +25,15 @@ from asanoha.testing import Stack, TestUsers
 EXAMPLES_PER_OPERATION = 25
 #: Fixture handlers that fail on purpose (they test the 500 answer itself).
 DELIBERATE_FAILURES = frozenset({"catalog:write:explode", "catalog:write:rename-all"})
+#: Operations that answer an endless stream (the live feed): their own suite reads them.
+ENDLESS = frozenset(
+    {
+        "stream_events",
+        "stream_events_filtered",
+        "stream_handler_events",
+        "stream_handler_events_filtered",
+    }
+)
 #: Operations that end the one credential every case is sent with (revoking it would turn
 #: the rest of the run into 401s); test_access_tokens.py covers them.
 ENDS_THE_CREDENTIAL = frozenset({"auth-revoke"})
@@ -155,7 +164,7 @@ def operations_of(schema: Any) -> list[Any]:
         operation
         for operation in (result.ok() for result in schema.get_all_operations())
         if operation.definition.raw.get("operationId")
-        not in DELIBERATE_FAILURES | ENDS_THE_CREDENTIAL
+        not in DELIBERATE_FAILURES | ENDS_THE_CREDENTIAL | ENDLESS
     ]
 
 

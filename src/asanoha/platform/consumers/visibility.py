@@ -107,6 +107,10 @@ class Visibility(Protocol):
         the ids at or above ``floor`` below it that are not visible (ids below ``floor`` are
         known to be visible or never to appear)."""
 
+    def draw_bound(self, conn: Connection) -> int | None:
+        """A transaction id drawn now, the bound of gaps an earlier scan found (what
+        ``lock`` draws for a cursor; for readers that keep their cursor in memory)."""
+
 
 def _scan_sql(columns: str) -> str:
     """The scan statement of ``PostgresVisibility`` reading ``columns`` of each event."""
@@ -161,6 +165,8 @@ class PostgresVisibility:
         ") AS ids WHERE id > prev + 1"
         ") AS g ON true ORDER BY g.first"
     )
+
+    _draw = text("SELECT pg_current_xact_id()::text::bigint")
 
     def lock(
         self, conn: Connection, tables: Tables, name: str, partition: int = 0
@@ -223,6 +229,9 @@ class PostgresVisibility:
         return Scan(
             cursor.position, events, previous, tuple(gaps), late, tuple(gaps) != cursor.gaps
         )
+
+    def draw_bound(self, conn: Connection) -> int | None:
+        return int(conn.execute(self._draw).scalar_one())
 
     def start_now(
         self, conn: Connection, tables: Tables, floor: int
@@ -296,6 +305,9 @@ class SqliteVisibility:
     ) -> tuple[int, tuple[Gap, ...]]:
         head = conn.execute(select(func.coalesce(func.max(tables.events.c.id), 0))).scalar_one()
         return int(head), ()
+
+    def draw_bound(self, conn: Connection) -> int | None:
+        return None
 
 
 def visibility_for(dialect: str) -> Visibility:

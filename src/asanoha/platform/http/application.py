@@ -23,6 +23,7 @@ from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 from asanoha.platform.http.revocation import add_revoke_route
 from asanoha.platform.http.routes import add_handler_routes
+from asanoha.platform.http.stream import add_stream_routes, build_feed_hub
 from asanoha.platform.http.tracing import trace_requests
 from asanoha.platform.http.wire import (
     ErrorEnvelope,
@@ -90,6 +91,9 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     add_batch_route(api, app, catalogue, batch_model)
     add_revoke_route(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
+    feed = build_feed_hub(app)
+    api.state.asanoha_feed = feed
+    add_stream_routes(api, app, feed)
     for mount in mounts:
         api.router.routes.append(Route(mount.path, endpoint=mount.app))
     add_error_handlers(api, app)

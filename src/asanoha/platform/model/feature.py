@@ -38,6 +38,7 @@ from asanoha.platform.model.handlers import (
     Lane,
     PostSaveHook,
     PreSaveHook,
+    StreamHandlerDef,
     check_priority,
     payload_model_of,
 )
@@ -70,6 +71,7 @@ class Feature:
         self.events: list[EventDef] = []
         self.jobs: list[JobDef] = []
         self.consumers: list[ConsumerDef] = []
+        self.streams: list[StreamHandlerDef] = []
         self.aggregates: dict[str, AggregateDef] = {}
         self.projections: list[ProjectionDef] = []
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
@@ -565,6 +567,44 @@ class Feature:
                     catch_up=bool(catch_up),
                     run_on_boot=bool(run_on_boot),
                     rate_limit=rate_limit,
+                )
+            )
+            return func
+
+        return register
+
+    def stream_handler(
+        self,
+        name: str,
+        *,
+        access: Access | None = None,
+        on: Iterable[str],
+        description: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register ``func(event: dict, ctx: StreamContext)`` as ``<feature>:stream:<name>``,
+        served at ``/api/stream/<qn>``: a live feed of what ``func`` makes of each event of
+        the types ``on`` (patterns such as ``crm:event:ticket.*``) the caller may see, with
+        the access checks of ``/api/stream``; ``access`` decides who may open it. Returning
+        ``None`` sends nothing for that event. Resumable like ``/api/stream`` (the message id
+        is the event's position)."""
+        qn = make_qn(self.name, "stream", name)
+        self._check_open(f"stream handler {qn!r}")
+        checked = check_access(access, qn)
+        patterns = tuple(on) if not isinstance(on, str) else (on,)
+        if not patterns or not all(isinstance(p, str) and p.strip() for p in patterns):
+            raise DefinitionError(f"{qn}: on=[...] must name at least one event-type pattern")
+
+        def register(func: F) -> F:
+            check_not_async(func, qn, "stream handler", "it runs once per event and client")
+            self._check_open(f"stream handler {qn!r}")
+            self.streams.append(
+                StreamHandlerDef(
+                    qn=qn,
+                    feature=self.name,
+                    func=func,
+                    access=checked,
+                    on=patterns,
+                    description=description or func.__doc__,
                 )
             )
             return func

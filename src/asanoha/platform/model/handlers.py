@@ -227,6 +227,21 @@ class ConsumerDef:
     partitions: int = 1
 
 
+@dataclass(frozen=True)
+class StreamHandlerDef:
+    """A custom live feed at ``/api/stream/<qn>``: ``func(event: dict, ctx)`` is called with
+    each event of the types ``on`` that the caller may see (shaped as ``/api/stream`` shows
+    it) and returns what the client gets for it (``None``: nothing)."""
+
+    qn: str
+    feature: str
+    func: Callable[[Any, Any], Any]
+    access: Access
+    #: Event-type patterns (``crm:event:ticket.*``) the feed follows.
+    on: tuple[str, ...]
+    description: str | None = None
+
+
 def payload_model_of(func: Callable[..., Any], schema: type[BaseModel] | None, qn: str) -> type:
     """The payload model: ``schema=`` or the annotation of the handler's first parameter."""
     if schema is not None:

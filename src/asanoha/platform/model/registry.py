@@ -19,12 +19,13 @@ from asanoha.platform.model.handlers import (
     JobDef,
     PostSaveHook,
     PreSaveHook,
+    StreamHandlerDef,
 )
 from asanoha.platform.model.hooks import Hook, HookKind
 from asanoha.platform.model.names import parse_qn
 from asanoha.platform.model.projections import ProjectionDef
 
-_Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef)
+_Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef, StreamHandlerDef)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Registry:
         self._events: dict[str, EventDef] = {}
         self._jobs: dict[str, JobDef] = {}
         self._consumers: dict[str, ConsumerDef] = {}
+        self._streams: dict[str, StreamHandlerDef] = {}
         self._entities: dict[str, EntityDef] = {}
         self._aggregates: dict[str, AggregateDef] = {}
         self._projections: dict[str, ProjectionDef] = {}
@@ -82,6 +84,7 @@ class Registry:
         self._add(self._events, feature.events)
         self._add(self._jobs, feature.jobs)
         self._add(self._consumers, feature.consumers)
+        self._add(self._streams, feature.streams)
         for entity_def in feature.entities.values():
             self._entities[entity_def.key] = entity_def
         for name, pre in feature.pre_save_hooks.items():
@@ -100,7 +103,8 @@ class Registry:
 
     def _is_taken(self, qn: str) -> bool:
         return any(
-            qn in table for table in (self._handlers, self._events, self._jobs, self._consumers)
+            qn in table
+            for table in (self._handlers, self._events, self._jobs, self._consumers, self._streams)
         )
 
     def _hook_target(self, feature: Feature, name: str) -> str:
@@ -295,6 +299,15 @@ class Registry:
     def consumers(self) -> tuple[ConsumerDef, ...]:
         """Every consumer."""
         return tuple(self._consumers.values())
+
+    @property
+    def streams(self) -> tuple[StreamHandlerDef, ...]:
+        """Every stream handler."""
+        return tuple(self._streams.values())
+
+    def stream(self, qn: str) -> StreamHandlerDef | None:
+        """The stream handler ``qn``, or ``None``."""
+        return self._streams.get(qn)
 
     def pre_save_hooks(self, entity_key: str) -> tuple[PreSaveHook, ...]:
         """Pre-save hooks of the entity ``feature:name``."""

@@ -1,0 +1,150 @@
+"""Who sees which event on the feed, and how: the query API's rules, applied per event.
+
+An event reaches a caller only when a query of the caller could show its row: the event is
+of the caller's tenant; it is on the stream of an entity row (entity events, and domain
+events appended to a row's stream) whose standard queries admit the caller; and where the
+entity's read rule confines the caller to its own rows (``ownership``), the row is the
+caller's. Fields the caller may not read (``field_access``) are left out of the payload;
+personal values are opened as the query API opens them, ``[forgotten]`` once forgotten.
+Events on streams that are no entity row have no read rule and reach no one: default deny.
+The platform's job events (``asanoha:job.*``, ``service.platform_events``) reach the user
+who started the job and the tenant's operators.
+
+Ownership is decided on the row as it is when the event is sent (what a query would answer
+then), read once per batch for all clients; a row that is gone (hard delete) is nobody's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+
+from asanoha.platform.model import EntityDef, Registry, SessionUser
+from asanoha.platform.model.access import Access
+from asanoha.platform.service import field_access, ownership
+from asanoha.platform.service.ownership import OwnerRules
+from asanoha.platform.service.platform_events import JOB_STREAM_TYPE, OPERATOR_ROLE
+from asanoha.platform.store import StoredEvent
+from asanoha.platform.store.projections import Row
+
+#: Payload keys of entity events that hold field values (``created``: data, ``updated``:
+#: changes); a hidden field is left out of them as out of the payload itself.
+FIELD_MAPS = ("data", "changes")
+
+
+@dataclass
+class FeedItem:
+    """One event as the reader prepared it for every client: upcast, personal values
+    opened, with the row it is about when an owner rule needs it."""
+
+    event: StoredEvent
+    entity: EntityDef | None
+    #: The entity row (opened) when the entity's reads are confined to owners; else ``None``.
+    row: Row | None = None
+    #: The encoded message per set of hidden fields (clients sharing roles share it).
+    encoded: dict[frozenset[str], bytes] = field(default_factory=dict)
+
+    @property
+    def id(self) -> int:
+        """The event's global position (the message's id)."""
+        return self.event.id
+
+
+class FeedAccess:
+    """The feed's access decisions, from the registry's rules (built once per process)."""
+
+    def __init__(self, registry: Registry, owner_rules: OwnerRules) -> None:
+        self._registry = registry
+        self._owner_rules = owner_rules
+        self._read_access: dict[str, Access | None] = {}
+
+    def entity_of(self, event: StoredEvent) -> EntityDef | None:
+        """The entity whose row ``event`` is about (``None``: none)."""
+        return self._registry.find_entity(event.stream_type)
+
+    def needs_row(self, entity_def: EntityDef) -> bool:
+        """Whether an owner rule may confine reads of ``entity_def`` (then the reader loads
+        its rows with the events)."""
+        return ownership.declared_rule(self._registry, entity_def, "read") is not None
+
+    def read_access(self, entity_def: EntityDef) -> Access | None:
+        """The rule of the entity's standard queries (``None``: it has none)."""
+        key = entity_def.key
+        if key not in self._read_access:
+            self._read_access[key] = next(
+                (
+                    handler.access
+                    for handler in self._registry.handlers
+                    if handler.kind == "query"
+                    and handler.crud is not None
+                    and handler.feature == entity_def.feature
+                    and handler.crud.entity == entity_def.name
+                ),
+                None,
+            )
+        return self._read_access[key]
+
+    def visible(self, item: FeedItem, user: SessionUser) -> bool:
+        """Whether ``user`` may receive ``item``."""
+        event, entity_def = item.event, item.entity
+        if event.tenant_id != user.tenant_id or user.is_anonymous:
+            return False
+        if event.stream_type == JOB_STREAM_TYPE:
+            return OPERATOR_ROLE in user.roles or event.metadata.get("owner") == user.id
+        if entity_def is None:
+            return False
+        access = self.read_access(entity_def)
+        if access is None or not access.admits(user):
+            return False
+        rule = self._owner_rules.rule(entity_def, "read", user)
+        if rule is None:
+            return True
+        return item.row is not None and ownership.owned(rule, item.row, user)
+
+    def message(self, item: FeedItem, user: SessionUser) -> bytes:
+        """``item`` as JSON for ``user`` (call ``visible`` first)."""
+        hidden = self._hidden(item, user)
+        encoded = item.encoded.get(hidden)
+        if encoded is None:
+            encoded = pydantic_core.to_json(shown_event(item.event, hidden), serialize_unknown=True)
+            item.encoded[hidden] = encoded
+        return encoded
+
+    def shown(self, item: FeedItem, user: SessionUser) -> dict[str, Any]:
+        """``item`` as ``user`` sees it, as a dict (what stream handlers get)."""
+        return shown_event(item.event, self._hidden(item, user))
+
+    def _hidden(self, item: FeedItem, user: SessionUser) -> frozenset[str]:
+        if item.entity is None:
+            return frozenset()
+        return field_access.hidden_fields(item.entity, user)
+
+
+def shown_event(event: StoredEvent, hidden: frozenset[str]) -> dict[str, Any]:
+    """The event as the feed shows it, without the ``hidden`` fields."""
+    return {
+        "id": event.id,
+        "type": event.type,
+        "streamId": event.stream_id,
+        "streamType": event.stream_type,
+        "version": event.version,
+        "createdAt": event.created_at,
+        "createdBy": event.created_by,
+        "payload": _without_hidden(event.payload, hidden),
+    }
+
+
+def _without_hidden(payload: Mapping[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
+    if not hidden:
+        return dict(payload)
+    shown: dict[str, Any] = {}
+    for key, value in payload.items():
+        if key in hidden:
+            continue
+        if key in FIELD_MAPS and isinstance(value, dict):
+            value = field_access.without_hidden(value, hidden)
+        shown[key] = value
+    return shown

@@ -1,0 +1,314 @@
+"""One feed reader per process, fanning out to all of its clients.
+
+The hub runs as one task on the server's event loop. It reads (in a thread) when a commit of
+this process announces new events (the service's commit listeners, as consumers are woken)
+and, for commits of other processes, every ``poll_interval`` seconds: one query per process
+per wake-up, however many clients listen. Each batch is prepared once (upcast, opened, rows
+for owner rules) and offered to every subscription; a subscription keeps what its caller may
+see, encoded once per set of hidden fields.
+
+Each subscription has a bounded queue. A client that does not keep up (its socket does not
+drain) is dropped once ``buffer`` messages wait: it gets ``event: overflow`` with the last id
+it was sent and resumes from there. So one slow client costs its queue, never the others'
+time. A client whose token expires gets ``event: reauth`` and the stream ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import pydantic_core
+
+from asanoha.platform.feed import sse
+from asanoha.platform.feed.access import FeedAccess, FeedItem
+from asanoha.platform.feed.context import StreamContext
+from asanoha.platform.feed.filters import FeedFilter
+from asanoha.platform.feed.reader import FeedReader
+from asanoha.platform.model import SessionUser
+from asanoha.platform.model.handlers import StreamHandlerDef
+from asanoha.platform.store import StoredEvent
+
+#: Events a resuming client reads per query while it catches up.
+CATCH_UP_PAGE = 500
+#: Bytes of waiting messages sent in one write.
+COALESCE_BYTES = 64 * 1024
+
+log = logging.getLogger("asanoha.feed")
+
+
+class Subscription:
+    """One client's place on the feed."""
+
+    def __init__(
+        self,
+        user: SessionUser,
+        filter: FeedFilter,
+        *,
+        buffer: int,
+        start: int,
+        after: int | None,
+        expires_at: float | None,
+        handler: StreamHandlerDef | None = None,
+    ) -> None:
+        self.user = user
+        #: The stream handler that makes each message (``None``: the event as it is).
+        self.handler = handler
+        self.context = StreamContext(user)
+        self.filter = filter
+        self.buffer = buffer
+        #: The hub's settled position when the client subscribed: live events come after it.
+        self.start = start
+        #: The last id written to the client (what it resumes from).
+        self.last_id = start if after is None else after
+        #: Live events up to here were sent by the catch-up, or before the client came.
+        self.skip_until = max(start, self.last_id)
+        self.expires_at = expires_at
+        self.queue: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.overflowed = False
+        self.closed = False
+        self._ready = asyncio.Event()
+
+    def offer(self, event_id: int, message: bytes) -> bool:
+        """Queue a message; ``False`` (and the subscription overflowed) when the queue is
+        full."""
+        if self.overflowed or self.closed:
+            return False
+        if len(self.queue) >= self.buffer:
+            self.overflowed = True
+            self.queue.clear()
+            self._ready.set()
+            return False
+        self.queue.append((event_id, message))
+        self._ready.set()
+        return True
+
+    def close(self) -> None:
+        """End the stream once what is queued is sent (the client reconnects and resumes)."""
+        self.closed = True
+        self._ready.set()
+
+    async def wait(self, timeout: float | None) -> None:
+        """Until something is queued, the subscription ends, or ``timeout`` seconds."""
+        # ``asyncio.timeout``, not ``wait_for``: no task per wait (one per message and client).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        self._ready.clear()
+
+
+class FeedHub:
+    """The reader of one process and its subscriptions."""
+
+    def __init__(
+        self,
+        reader: FeedReader,
+        access: FeedAccess,
+        *,
+        buffer: int,
+        poll_interval: float,
+    ) -> None:
+        self._reader = reader
+        self._access = access
+        self.buffer = buffer
+        self.poll_interval = poll_interval
+        self._subscriptions: set[Subscription] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
+        #: Reads done (one query each), for the bench and the tests' bounds.
+        self.reads = 0
+
+    @property
+    def position(self) -> int:
+        """The id up to which the feed has read and handed out every event."""
+        return self._reader.watermark
+
+    @property
+    def subscriptions(self) -> frozenset[Subscription]:
+        """The clients connected now."""
+        return frozenset(self._subscriptions)
+
+    def notify(self, events: Sequence[StoredEvent] = ()) -> None:
+        """Wake the reader: events were committed (a commit listener; any thread)."""
+        loop, wake = self._loop, self._wake
+        if loop is None or wake is None or loop.is_closed():
+            return
+        # The loop may close meanwhile (the server is stopping): then nobody listens.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(wake.set)
+
+    async def subscribe(
+        self,
+        user: SessionUser,
+        filter: FeedFilter,
+        *,
+        after: int | None = None,
+        expires_at: float | None = None,
+        handler: StreamHandlerDef | None = None,
+    ) -> Subscription:
+        """A subscription from the head (``after=None``) or after the id ``after``; each
+        message made by ``handler`` when one is given."""
+        await self._ensure_started()
+        subscription = Subscription(
+            user,
+            filter,
+            buffer=self.buffer,
+            start=self._reader.watermark,
+            after=after,
+            expires_at=expires_at,
+            handler=handler,
+        )
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def close_subscriptions(self) -> None:
+        """End every stream (the clients reconnect and resume): at shutdown, and to move
+        clients to another process. Any thread may call it."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._close_all()
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._close_all)
+
+    def _close_all(self) -> None:
+        for subscription in list(self._subscriptions):
+            subscription.close()
+
+    async def stop(self) -> None:
+        """End every stream and the reader (on the server's loop)."""
+        self._close_all()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def messages(self, subscription: Subscription) -> AsyncIterator[bytes]:
+        """What the client is sent: the events it missed, then live ones, until it
+        overflows, its token expires or the stream is closed."""
+        try:
+            yield sse.retry_message()
+            async for message in self._catch_up(subscription):
+                yield message
+            while True:
+                if subscription.overflowed:
+                    yield sse.control_message("overflow", {"lastEventId": subscription.last_id})
+                    return
+                if subscription.queue:
+                    # What waits goes out in one write: a client that fell a little behind
+                    # catches up in one send, not one per event.
+                    chunk = bytearray()
+                    while subscription.queue and len(chunk) < COALESCE_BYTES:
+                        event_id, message = subscription.queue.popleft()
+                        chunk += sse.event_message(event_id, message)
+                    subscription.last_id = event_id
+                    yield bytes(chunk)
+                    continue
+                if _expired(subscription):
+                    yield sse.control_message("reauth", {"lastEventId": subscription.last_id})
+                    return
+                if subscription.closed:
+                    return
+                timeout = None
+                if subscription.expires_at is not None:
+                    timeout = max(0.0, subscription.expires_at - time.time())
+                await subscription.wait(timeout)
+        finally:
+            self._subscriptions.discard(subscription)
+
+    async def _catch_up(self, subscription: Subscription) -> AsyncIterator[bytes]:
+        """The settled events after the client's id up to where live delivery starts."""
+        types = subscription.filter.types_among(self._reader.types)
+        scanned = subscription.last_id
+        while scanned < subscription.start and not subscription.closed:
+            items = await asyncio.to_thread(
+                self._reader.read_range,
+                subscription.user.tenant_id,
+                scanned,
+                subscription.start,
+                types,
+                CATCH_UP_PAGE,
+            )
+            if not items:
+                return
+            for item in items:
+                message = self._render(subscription, item)
+                if message is not None:
+                    subscription.last_id = item.id
+                    yield sse.event_message(item.id, message)
+            scanned = items[-1].id
+
+    def _render(self, subscription: Subscription, item: FeedItem) -> bytes | None:
+        """What ``subscription`` is sent for ``item``; ``None``: nothing (not asked for, not
+        visible to its user, or its stream handler made nothing of it)."""
+        event, user = item.event, subscription.user
+        if not subscription.filter.matches(event.type, event.stream_id):
+            return None
+        if not self._access.visible(item, user):
+            return None
+        handler = subscription.handler
+        if handler is None:
+            return self._access.message(item, user)
+        try:
+            made = handler.func(self._access.shown(item, user), subscription.context)
+        except Exception:
+            # One handler's failure on one event costs that message, not the feed.
+            log.warning("stream handler %s failed on event %d", handler.qn, event.id, exc_info=True)
+            return None
+        return None if made is None else pydantic_core.to_json(made, serialize_unknown=True)
+
+    async def _ensure_started(self) -> None:
+        async with self._starting:
+            if self._task is not None and not self._task.done():
+                return
+            self._loop = asyncio.get_running_loop()
+            self._wake = asyncio.Event()
+            await asyncio.to_thread(self._reader.start)
+            self._task = asyncio.create_task(self._run(), name="asanoha-feed")
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        wake = self._wake
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), self.poll_interval)
+            wake.clear()
+            more = True
+            while more:
+                try:
+                    items, more = await asyncio.to_thread(
+                        self._reader.read, prepare=bool(self._subscriptions)
+                    )
+                except Exception:
+                    # The database is away for a moment: the next wake-up reads again, from
+                    # the same cursor, so nothing is lost.
+                    log.warning("the feed could not read the event log", exc_info=True)
+                    break
+                self.reads += 1
+                self._fan_out(items)
+
+    def _fan_out(self, items: Sequence[FeedItem]) -> None:
+        for subscription in list(self._subscriptions):
+            for item in items:
+                if item.id <= subscription.skip_until:
+                    continue
+                message = self._render(subscription, item)
+                if message is not None and not subscription.offer(item.id, message):
+                    break
+
+
+def _expired(subscription: Subscription) -> bool:
+    return subscription.expires_at is not None and time.time() >= subscription.expires_at

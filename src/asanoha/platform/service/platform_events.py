@@ -1,0 +1,81 @@
+"""Events of the platform itself, not of a feature: a job's progress (``ctx.progress``).
+
+They go to the event log like every event, so the live feed (``platform/feed``) carries them
+to browsers, gap-safe and resumable, from whichever process runs the job. Their stream is the
+job row (``asanoha:job``, the row id); their metadata names the user whose write or call
+started the job (``owner``), who sees them on the feed, as do the tenant's operators.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from asanoha.platform.errors import VersionConflictError
+from asanoha.platform.service.validation import invalid_field
+from asanoha.platform.store import Database, StoredEvent, Tables, append_event
+from asanoha.platform.store.events import stream_version
+
+#: The stream type of a job's events (its stream id is the job row's id).
+JOB_STREAM_TYPE = "asanoha:job"
+JOB_PROGRESS = "asanoha:job.progress"
+#: Every event type the platform appends (the feed reads them beside the features').
+PLATFORM_EVENT_TYPES = (JOB_PROGRESS,)
+#: Holders of this role see every job event of their tenant on the feed.
+OPERATOR_ROLE = "SystemAdmin"
+#: Longest progress message kept.
+MAX_MESSAGE_LENGTH = 500
+#: Tries when another progress call of the same job took the stream version first.
+APPEND_TRIES = 5
+
+
+def append_job_progress(
+    database: Database,
+    tables: Tables,
+    *,
+    tenant_id: str,
+    job_id: str,
+    job_qn: str,
+    owner: str | None,
+    fraction: Any,
+    message: str | None = None,
+) -> StoredEvent:
+    """Append ``asanoha:job.progress`` for the job row ``job_id`` in a transaction of its
+    own (committed at once, so the feed shows it while the job runs; the job's own writes
+    are not part of it). ``fraction`` is a number from 0 to 1; a bad one is a
+    ``ValidationError`` naming the job."""
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not math.isfinite(fraction)
+        or not 0 <= fraction <= 1
+    ):
+        raise invalid_field(job_qn, "fraction", "value_error", "fraction: a number from 0 to 1")
+    if message is not None and not isinstance(message, str):
+        raise invalid_field(job_qn, "message", "string_type", "message: a text or None")
+    payload = {
+        "job": job_qn,
+        "fraction": float(fraction),
+        "message": None if message is None else message[:MAX_MESSAGE_LENGTH],
+    }
+    for attempt in range(APPEND_TRIES):
+        with database.begin() as conn:
+            version = stream_version(conn, tables, tenant_id, job_id)
+            try:
+                return append_event(
+                    conn,
+                    database.backend,
+                    tables,
+                    tenant_id=tenant_id,
+                    stream_id=job_id,
+                    stream_type=JOB_STREAM_TYPE,
+                    expected_version=version,
+                    type=JOB_PROGRESS,
+                    payload=payload,
+                    metadata={"owner": owner},
+                    created_by=owner or "system",
+                )
+            except VersionConflictError:
+                if attempt == APPEND_TRIES - 1:
+                    raise
+    raise AssertionError("unreachable")

@@ -1,0 +1,147 @@
+"""The feed resumes without loss: a client that reconnects with its last id misses nothing
+and gets nothing twice, a late commit below a sent position included, in per-stream order."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from asanoha.platform.store import append_event
+from asanoha.testing import Stack, TestUsers
+from tests.integration.feed.conftest import Served
+from tests.integration.feed.sse_client import open_stream
+
+ADMIN = TestUsers.admin
+
+
+def create_ticket(stack: Stack, title: str) -> dict[str, object]:
+    row: dict[str, object] = stack.http.write_ok("crm:write:ticket:create", {"title": title}, ADMIN)
+    return row
+
+
+def test_without_after_a_client_starts_at_the_head(stack: Stack, served: Served) -> None:
+    create_ticket(stack, "before")
+    with open_stream(served.base_url, served.token(ADMIN)) as admin:
+        admin.read_until(lambda s: b"retry:" in s.raw)
+        after = create_ticket(stack, "after")
+        admin.read_until(lambda s: len(s.events) >= 1)
+    assert [m.json["streamId"] for m in admin.events] == [after["id"]]
+
+
+def test_a_client_resumes_after_its_last_id_with_nothing_twice(
+    stack: Stack, served: Served
+) -> None:
+    titles = [f"t{i}" for i in range(6)]
+    for title in titles[:3]:
+        create_ticket(stack, title)
+    with open_stream(served.base_url, served.token(ADMIN), {"after": 0}) as first:
+        first.read_until(lambda s: len(s.events) == 3)
+    last = first.ids[-1]
+    for title in titles[3:]:
+        create_ticket(stack, title)
+    # Last-Event-ID (what a reconnecting EventSource sends) wins over after=.
+    with open_stream(
+        served.base_url,
+        served.token(ADMIN),
+        {"after": 0},
+        headers={"Last-Event-ID": str(last)},
+    ) as second:
+        second.read_until(lambda s: len(s.events) == 3)
+    seen = [m.json["payload"]["data"]["title"] for m in [*first.events, *second.events]]
+    assert seen == titles
+    assert min(second.ids) > last
+
+
+def test_a_bad_position_is_refused(stack: Stack, served: Served) -> None:
+    import httpx
+
+    response = httpx.get(
+        f"{served.base_url}/api/stream",
+        params={"access_token": served.token(ADMIN), "after": "soon"},
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["reason"]) == ("validation_error", "validation_failed")
+    assert error["details"]["fields"][0]["path"] == "after"
+    unauthenticated = httpx.get(f"{served.base_url}/api/stream")
+    assert unauthenticated.status_code == 401
+
+
+@pytest.mark.parametrize("stack", ["postgres"], indirect=True)
+def test_a_late_commit_below_a_committed_id_is_sent_first(stack: Stack, served: Served) -> None:
+    """A transaction that drew a lower id and commits after a higher one: the feed holds the
+    higher one back, so the client gets both, in id order, and resuming after the higher one
+    repeats nothing."""
+    service = stack.app.service
+    ticket = next(e for e in stack.registry.entities if e.name == "ticket")
+    late_stream = str(uuid.uuid4())
+    with open_stream(served.base_url, served.token(ADMIN)) as admin:
+        admin.read_until(lambda s: b"retry:" in s.raw)
+        with service.database.begin() as conn:
+            late = append_event(
+                conn,
+                service.database.backend,
+                service.tables,
+                tenant_id=ADMIN.tenant_id,
+                stream_id=late_stream,
+                stream_type=ticket.key,
+                expected_version=0,
+                type=ticket.event_qn("created"),
+                payload={"data": {"title": "late"}},
+                metadata={},
+                created_by=ADMIN.id,
+            )
+            early = create_ticket(stack, "early")
+            # The early write has committed; the late one has not.
+        admin.read_until(lambda s: len(s.events) == 2)
+    assert [m.json["payload"]["data"]["title"] for m in admin.events] == ["late", "early"]
+    assert admin.ids[0] == late.id and admin.ids == sorted(admin.ids)
+    assert admin.events[1].json["streamId"] == early["id"]
+    with open_stream(
+        served.base_url, served.token(ADMIN), headers={"Last-Event-ID": str(admin.ids[-1])}
+    ) as again:
+        again.read_until(lambda s: b"retry:" in s.raw)
+        marker = create_ticket(stack, "marker")
+        again.read_until(lambda s: len(s.events) == 1)
+    assert [m.json["streamId"] for m in again.events] == [marker["id"]]
+
+
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
+def test_an_expired_token_ends_the_stream_with_reauth(stack: Stack, served: Served) -> None:
+    with open_stream(served.base_url, served.token(ADMIN, ttl=1)) as admin:
+        admin.read_to_end()
+    reauth = admin.messages[-1]
+    assert reauth.event == "reauth"
+    assert reauth.json == {"lastEventId": 0}
+
+
+@pytest.mark.parametrize("stack", ["postgres"], indirect=True)
+def test_an_id_whose_writer_rolled_back_does_not_hold_the_feed(
+    stack: Stack, served: Served
+) -> None:
+    service = stack.app.service
+    ticket = next(e for e in stack.registry.entities if e.name == "ticket")
+    with open_stream(served.base_url, served.token(ADMIN)) as admin:
+        admin.read_until(lambda s: b"retry:" in s.raw)
+        conn = service.database.engine.connect()
+        transaction = conn.begin()
+        rolled_back = append_event(
+            conn,
+            service.database.backend,
+            service.tables,
+            tenant_id=ADMIN.tenant_id,
+            stream_id=str(uuid.uuid4()),
+            stream_type=ticket.key,
+            expected_version=0,
+            type=ticket.event_qn("created"),
+            payload={"data": {"title": "never"}},
+            metadata={},
+            created_by=ADMIN.id,
+        )
+        after = create_ticket(stack, "after the rollback")
+        transaction.rollback()
+        conn.close()
+        admin.read_until(lambda s: len(s.events) == 1)
+    assert [m.json["streamId"] for m in admin.events] == [after["id"]]
+    assert admin.ids[0] > rolled_back.id
