@@ -4,12 +4,11 @@ text (timestamps, dates, UUIDs, decimals) are read from their text."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from asanoha.testing import Stack, TestUsers
 from tests.integration.http.conftest import assert_error
+from tests.integration.http.features import SUPPLIER_CREATE
 
 CREATE = "catalog:write:item:create"
 LIST = "catalog:query:item:list"
@@ -46,7 +45,7 @@ def test_values_json_carries_as_text_are_read_from_it(stack: Stack) -> None:
             "active": True,
             "available_from": "2026-01-02T03:04:05Z",
             "launch": "2026-01-02",
-            "supplier": str(uuid.uuid4()),
+            "supplier": stack.http.write_ok(SUPPLIER_CREATE, {"name": "s"}, TestUsers.admin)["id"],
         },
         TestUsers.admin,
     )

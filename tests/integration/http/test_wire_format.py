@@ -9,14 +9,14 @@ from sqlalchemy import select
 from asanoha.testing import HttpError, Stack, TestUsers
 from asanoha.testing.plugin import StackFactory
 from tests.integration.http.conftest import assert_error, count_rows, nothing_written
-from tests.integration.http.features import catalog, gate
+from tests.integration.http.features import SUPPLIER_CREATE, catalog, gate
 
 CREATE = "catalog:write:item:create"
 MID = "instructiongate:write:create-prompt-mid"
 
 
 def test_success_body_carries_the_handler_data_with_json_types(stack: Stack) -> None:
-    supplier = uuid.uuid4()
+    supplier = stack.http.write_ok(SUPPLIER_CREATE, {"name": "s"}, TestUsers.admin)["id"]
     payload = {
         "name": "widget",
         "quantity": 3,
@@ -35,7 +35,7 @@ def test_success_body_carries_the_handler_data_with_json_types(stack: Stack) -> 
     assert body["isSuccess"] is True
     data = body["data"]
     uuid.UUID(data["id"])
-    assert data["supplier"] == str(supplier)
+    assert data["supplier"] == supplier
     assert data["launch"] == "2026-02-03"
     assert data["available_from"].startswith("2026-01-02T03:04:05")
     assert float(data["price"]) == 19.99
