@@ -50,6 +50,7 @@ from asanoha.workers.retry_policy import (
     job_timeout,
     retry_countdown,
 )
+from asanoha.workers.step_context import StepContext
 from asanoha.workers.time_limit import call_with_time_limit
 
 log = logging.getLogger("asanoha.jobs")
@@ -170,14 +171,22 @@ class AttemptRunner:
         """The context of the claimed ``attempt`` and the payload the job runs on."""
         # Personal values are stored sealed: the job gets them opened (or FORGOTTEN).
         personal, engine = self._service.personal, self._service.database.engine
-        ctx = JobContext(
-            self._service,
-            job,
-            meta,
-            task_id=str(row_id),
-            retries=attempt - 1,
-            trigger_result=personal.reveal_detached(engine, claim.trigger_result),
-        )
+        trigger_result = personal.reveal_detached(engine, claim.trigger_result)
+        ctx: JobContext
+        if job.workflow_step is not None:
+            ctx = StepContext(
+                self._service, job, meta, task_id=str(row_id), retries=attempt - 1,
+                headers=claim.headers, trigger_result=trigger_result,
+            )  # fmt: skip
+        else:
+            ctx = JobContext(
+                self._service,
+                job,
+                meta,
+                task_id=str(row_id),
+                retries=attempt - 1,
+                trigger_result=trigger_result,
+            )
         bind_attempt_log_fields(ctx)
         payload: dict[str, Any] = personal.reveal_detached(engine, claim.payload)
         return ctx, payload
@@ -212,7 +221,9 @@ class AttemptRunner:
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
-        end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
+        # A workflow step's return value is its result (checked by the step's wrapper).
+        result = returned if job.workflow_step is not None else None
+        end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept(), result=result)
         self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
 
     def _claim(self, job: JobDef, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,44 @@ class JobFailedError(AssertionError):
         self.summary = summary
         lines = [f"{f.job_qn}: {f.error}" for f in self.failures]
         super().__init__(f"{len(lines)} job(s) failed:\n" + "\n".join(lines))
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """A workflow step's job row that failed its final attempt: its run failed."""
+
+    workflow_qn: str
+    run_id: str
+    step: str
+    #: The item's index in a mapped step (``None``: an unmapped step).
+    item: int | None
+    error: str
+
+    def describe(self) -> str:
+        """``<workflow>: step '<step>'[ item N] failed (run <id>): <error>``."""
+        item = "" if self.item is None else f" item {self.item}"
+        return (
+            f"{self.workflow_qn}: step {self.step!r}{item} failed (run {self.run_id}): {self.error}"
+        )
+
+
+class WorkflowFailedError(JobFailedError):
+    """A workflow step failed for good since the previous drain, failing its run: names the
+    workflow, the step and the item."""
+
+    def __init__(
+        self,
+        failures: Sequence[JobFailure],
+        summary: DrainSummary,
+        steps: Sequence[StepFailure],
+    ) -> None:
+        super().__init__(failures, summary)
+        self.steps = tuple(steps)
+        lines = [step.describe() for step in self.steps]
+        self.args = (f"{len(lines)} workflow step(s) failed:\n" + "\n".join(lines),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class DrainTimeoutError(AssertionError):
@@ -222,8 +261,47 @@ class Drainer:
             if row.status == "failed"
         ]
         if failures:
+            steps = self._step_failures(failures)
+            if steps:
+                raise WorkflowFailedError(failures, summary, steps)
             raise JobFailedError(failures, summary)
         return summary
+
+    def _step_failures(self, failures: Sequence[JobFailure]) -> list[StepFailure]:
+        """The failures that are workflow steps, with their run, step and item."""
+        registry = self._app.registry
+        ids = []
+        for failure in failures:
+            job = registry.job(failure.job_qn)
+            if job is not None and job.workflow_step is not None:
+                ids.append(uuid.UUID(failure.task_id))
+        if not ids:
+            return []
+        items = self._app.service.tables.workflow_items
+        with self._app.database.connect() as conn:
+            rows = conn.execute(
+                select(items.c.job_id, items.c.run_id, items.c.step, items.c.item).where(
+                    items.c.job_id.in_(ids)
+                )
+            ).all()
+        found = {str(row.job_id): row for row in rows}
+        steps = []
+        for failure in failures:
+            row = found.get(failure.task_id)
+            job = registry.job(failure.job_qn)
+            if row is None or job is None or job.workflow_step is None:
+                continue
+            step = job.workflow_step
+            steps.append(
+                StepFailure(
+                    step.workflow_qn,
+                    str(row.run_id),
+                    row.step,
+                    row.item if step.map is not None else None,
+                    failure.error,
+                )
+            )
+        return steps
 
     def _latest_run_id(self) -> int:
         runs = self._job_runs

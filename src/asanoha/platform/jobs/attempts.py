@@ -38,7 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.jobs import clocks, guards
+from asanoha.platform.jobs import clocks, guards, workflows
 from asanoha.platform.jobs.clocks import (
     RELAY_GRACE,
     WAKE_LOST_AFTER,
@@ -49,6 +49,7 @@ from asanoha.platform.jobs.clocks import (
 from asanoha.platform.jobs.enqueue import lock_keys
 from asanoha.platform.jobs.guards import lane_target
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
+from asanoha.platform.jobs.workflows import WorkflowLookup
 from asanoha.platform.model import JobDef
 from asanoha.platform.store import Database, Tables
 
@@ -160,6 +161,8 @@ class AttemptEnd:
     spent: bool = True
     #: What the attempt logged through ``ctx.log``, for its run row (see ``attempt_logs``).
     logs: str | None = None
+    #: A workflow step's return value (JSON), stored sealed with its item.
+    result: Any = None
 
     def row_attempt(self, attempt: int) -> int:
         """The attempt the row records after this end of ``attempt``."""
@@ -236,6 +239,8 @@ class JobRows:
         self._database = database
         self._tables = tables
         self._wake_lost_after = wake_lost_after
+        #: The declared workflows (``None``: no step rows to end); set by the worker.
+        self.workflow_of: WorkflowLookup | None = None
         outbox = tables.outbox
         # Neither the job nor its lane is paused (``asanoha jobs pause``).
         self._not_paused = guards.not_paused(
@@ -592,7 +597,21 @@ class JobRows:
                 self._record,
                 self._run_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
             )
+            if ended and self.ends_step(claim, end):
+                assert self.workflow_of is not None
+                # The step's end and what it starts commit with the end of its job row.
+                workflows.step_ended(
+                    conn, self._tables, self.workflow_of, row_id, end.state, end.result, end.error
+                )
         return bool(ended)
+
+    def ends_step(self, claim: Claim, end: AttemptEnd) -> bool:
+        """Whether ``end`` ends an attempt of a workflow step's job row (its run reads it)."""
+        return (
+            self.workflow_of is not None
+            and isinstance(claim.headers, Mapping)
+            and workflows.RUN_HEADER in claim.headers
+        )
 
     @staticmethod
     def _end_params(

@@ -178,6 +178,8 @@ class JobDef:
     #: How often its attempts may start, per tenant or triggering user; an attempt over
     #: the limit waits (not spent) until the window has room.
     rate_limit: RateLimit | None = None
+    #: The workflow step this job runs (a ``workflows.StepDef``; ``None``: a plain job).
+    workflow_step: Any = None
 
     @property
     def triggers(self) -> str:
