@@ -221,3 +221,51 @@ def test_cancel_during_a_fan_out_stops_the_run(asanoha_stack, database):
         ).scalar()
     assert states.get("cancelled", 0) >= 1
     assert placed == 0
+
+
+def _sleeper(ran: list[str]) -> Feature:
+    crm = Feature("crm")
+    onboard = crm.workflow("onboard", manual=True)
+
+    @onboard.step("send")
+    def send(payload: dict[str, Any], ctx: StepContext) -> str:
+        ran.append("send")
+        return "sent"
+
+    onboard.sleep("cool-off", after="send", seconds=1)
+
+    @onboard.step("publish", after="cool-off")
+    def publish(payload: dict[str, Any], ctx: StepContext) -> str:
+        ran.append("publish")
+        return ctx.results["send"]
+
+    return crm
+
+
+@pytest.mark.parametrize("database", DATABASES)
+def test_a_sleep_step_holds_the_steps_after_it_for_its_time(asanoha_stack, database):
+    ran: list[str] = []
+    stack = asanoha_stack(features=[_sleeper(ran)], jobs=True, database=database)
+    run_id = stack.app.workflows.start("crm:workflow:onboard", {})
+    stack.drain()
+    assert ran == ["send", "publish"]
+    run = stack.app.workflows.get(run_id)
+    assert (run.state, run.result) == ("succeeded", "sent")
+    outbox = stack.tables.outbox
+    with stack.db.connect() as conn:
+        rows = {
+            row.job_qn: row
+            for row in conn.execute(
+                select(
+                    outbox.c.job_qn, outbox.c.created_at, outbox.c.started_at,
+                    outbox.c.finished_at,
+                )
+            ).all()
+        }  # fmt: skip
+    sleeping = rows["crm:workflow:onboard:cool-off"]
+    # Written by the end of "send" with its time ahead in the row; the relay sends it then.
+    assert (sleeping.started_at - sleeping.created_at).total_seconds() >= 1
+    published = rows["crm:workflow:onboard:publish"]
+    assert (
+        published.started_at - rows["crm:workflow:onboard:send"].finished_at
+    ).total_seconds() >= 1
