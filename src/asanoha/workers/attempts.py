@@ -495,7 +495,26 @@ class AttemptRunner:
             _give_back(job, row_id, "ending the attempt on", exc)
         if job.claim_limited:
             self._wake_waiting(job, row_id)
+        if job.workflow_step is not None:
+            self._publish_started(row_id)
         return ended
+
+    def _publish_started(self, row_id: uuid.UUID) -> None:
+        """Publish the rows of the workflow steps the end of ``row_id`` started (the relay
+        sends those whose publish fails)."""
+        sent: list[OutboxMessage] = []
+        failed: list[OutboxMessage] = []
+        for message in self._rows.take_started(row_id):
+            try:
+                self.publisher.publish(message)
+            except Exception:
+                log.warning("%s %s: publishing a started step failed; the relay sends it",
+                            message.job_qn, message.id, exc_info=True)  # fmt: skip
+                failed.append(message)
+            else:
+                sent.append(message)
+        if sent or failed:
+            self._mark_published(sent, failed)
 
     def _wake_waiting(self, job: JobDef, row_id: uuid.UUID) -> None:
         """Publish the oldest row waiting for a key the ended attempt held (the relay

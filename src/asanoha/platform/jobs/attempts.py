@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import secrets
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from asanoha.platform.jobs.clocks import (
 )
 from asanoha.platform.jobs.enqueue import lock_keys
 from asanoha.platform.jobs.guards import lane_target
+from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
 from asanoha.platform.jobs.workflows import WorkflowLookup
 from asanoha.platform.model import JobDef
@@ -241,6 +243,10 @@ class JobRows:
         self._wake_lost_after = wake_lost_after
         #: The declared workflows (``None``: no step rows to end); set by the worker.
         self.workflow_of: WorkflowLookup | None = None
+        #: Job rows of workflow steps that committed ends placed, by the ended row, until
+        #: their ender takes them to publish (``take_started``).
+        self._started: dict[uuid.UUID, list[OutboxMessage]] = {}
+        self._started_lock = threading.Lock()
         outbox = tables.outbox
         # Neither the job nor its lane is paused (``asanoha jobs pause``).
         self._not_paused = guards.not_paused(
@@ -578,6 +584,7 @@ class JobRows:
         end: AttemptEnd,
         finished: dt.datetime,
     ) -> bool:
+        started: list[OutboxMessage] = []
         with self._engine.begin() as conn:
             ended = conn.execute(
                 self._end, self._end_params(row_id, attempt, claim, end, finished)
@@ -600,10 +607,20 @@ class JobRows:
             if ended and self.ends_step(claim, end):
                 assert self.workflow_of is not None
                 # The step's end and what it starts commit with the end of its job row.
-                workflows.step_ended(
+                started = workflows.step_ended(
                     conn, self._tables, self.workflow_of, row_id, end.state, end.result, end.error
                 )
+        if started:
+            # Committed: only now may their messages go out.
+            with self._started_lock:
+                self._started[row_id] = started
         return bool(ended)
+
+    def take_started(self, row_id: uuid.UUID) -> list[OutboxMessage]:
+        """The messages of the step rows the committed end of ``row_id`` placed (for its
+        ender to publish; the relay sends them should it not)."""
+        with self._started_lock:
+            return self._started.pop(row_id, [])
 
     def ends_step(self, claim: Claim, end: AttemptEnd) -> bool:
         """Whether ``end`` ends an attempt of a workflow step's job row (its run reads it)."""

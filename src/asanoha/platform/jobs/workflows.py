@@ -99,15 +99,17 @@ def step_ended(
     state: str,
     result: Any,
     error: str | None,
-) -> None:
+) -> list[OutboxMessage]:
     """The end of an attempt of the step job row ``row_id`` (``state`` pending: another
     attempt follows; succeeded, failed or cancelled), in
     the transaction that ends it: its item's state and result; when it was its step's last
-    item, the step's end, which starts each following step whose last predecessor it was."""
+    item, the step's end, which starts each following step whose last predecessor it was.
+    Returns the messages of the job rows it placed, for its caller to publish after commit
+    (the relay sends them should that fail)."""
     items, runs = tables.workflow_items, tables.workflow_runs
     item = conn.execute(select(items).where(items.c.job_id == row_id)).first()
     if item is None or item.state != PENDING:
-        return
+        return []
     run_id = uuid.UUID(str(item.run_id))
     # Every transition of a run takes its row first (after the job row an end holds), and
     # a cancel skips the job rows an end holds: so ends and cancels of one run never wait
@@ -120,7 +122,7 @@ def step_ended(
         # while its attempt was ending) has no use for it.
         if run_state != RUNNING and cancel_job_row(conn, tables, row_id, PENDING) == CANCELLED:
             conn.execute(update(items).where(items.c.job_id == row_id).values(state=CANCELLED))
-        return
+        return []
     stored = sealed(conn, result) if state == SUCCEEDED else None
     conn.execute(
         update(items)
@@ -129,9 +131,9 @@ def step_ended(
     )
     if state == FAILED:
         _end_run(conn, tables, run_id, FAILED, error=error, step=item.step, item=item.item)
-        return
+        return []
     if state != SUCCEEDED:
-        return
+        return []
     steps = tables.workflow_steps
     left = conn.execute(
         update(steps)
@@ -139,8 +141,9 @@ def step_ended(
         .values(items_left=steps.c.items_left - 1)
         .returning(steps.c.items_left)
     ).scalar()
-    if left == 0:
-        _step_succeeded(conn, tables, workflow_of, run_id, item.step)
+    if left != 0:
+        return []
+    return _step_succeeded(conn, tables, workflow_of, run_id, item.step)
 
 
 def cancel_run(conn: Connection, tables: Tables, run_id: uuid.UUID) -> bool:
@@ -185,7 +188,7 @@ class _Run:
 
 def _step_succeeded(
     conn: Connection, tables: Tables, workflow_of: WorkflowLookup, run_id: uuid.UUID, name: str
-) -> None:
+) -> list[OutboxMessage]:
     steps, runs = tables.workflow_steps, tables.workflow_runs
     conn.execute(
         update(steps)
@@ -194,11 +197,11 @@ def _step_succeeded(
     )
     row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
     if row is None or row.state != RUNNING:
-        return
+        return []
     workflow = workflow_of(row.workflow_qn)
     if workflow is None:
         _end_run(conn, tables, run_id, FAILED, error=f"{row.workflow_qn} is not declared")
-        return
+        return []
     run = _Run(run_id, workflow, reveal(conn, row.payload), dict(row.headers))
     left = conn.execute(
         update(runs)
@@ -213,7 +216,8 @@ def _step_succeeded(
             .where(runs.c.id == run_id, runs.c.state == RUNNING)
             .values(state=SUCCEEDED, result=result, finished_at=clocks.now())
         )
-        return
+        return []
+    messages: list[OutboxMessage] = []
     for following in workflow.successors(name):
         remaining = conn.execute(
             update(steps)
@@ -226,10 +230,10 @@ def _step_succeeded(
             .returning(steps.c.remaining)
         ).scalar()
         if remaining == 0:
-            # Held in the row: the relay publishes it (this end's caller publishes nothing).
-            _start_step(conn, tables, run, following, publish=False)
+            messages.extend(_start_step(conn, tables, run, following, publish=True))
             if _run_state(conn, tables, run_id) != RUNNING:
-                return
+                return []
+    return messages
 
 
 def _start_step(
