@@ -269,3 +269,17 @@ def test_a_sleep_step_holds_the_steps_after_it_for_its_time(asanoha_stack, datab
     assert (
         published.started_at - rows["crm:workflow:onboard:send"].finished_at
     ).total_seconds() >= 1
+
+
+@pytest.mark.parametrize("database", DATABASES)
+def test_cancelling_a_steps_pending_job_row_cancels_its_run(asanoha_stack, database):
+    # No worker: the first step's row waits pending for the operator's cancel.
+    stack = asanoha_stack(features=[_chain([])], database=database)
+    run_id = stack.app.workflows.start("shop:workflow:order", {"amount": 1})
+    [fetch] = stack.app.workflows.get(run_id).steps["fetch"].items
+    cancelled = stack.app.jobs.cancel(fetch.job_id)
+    assert cancelled.state == "cancelled"
+    run = stack.app.workflows.get(run_id)
+    assert run.state == "cancelled"
+    assert run.steps["fetch"].items[0].state == "cancelled"
+    assert {step.state for step in run.steps.values()} == {"cancelled"}

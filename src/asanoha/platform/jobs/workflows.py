@@ -132,6 +132,11 @@ def step_ended(
     if state == FAILED:
         _end_run(conn, tables, run_id, FAILED, error=error, step=item.step, item=item.item)
         return []
+    if state == CANCELLED:
+        # An operator cancelled the step's job row (``app.jobs.cancel``): the run is
+        # cancelled with it, never left running for a step that will not end.
+        _end_run(conn, tables, run_id, CANCELLED, step=item.step, item=item.item)
+        return []
     if state != SUCCEEDED:
         return []
     steps = tables.workflow_steps
@@ -144,6 +149,17 @@ def step_ended(
     if left != 0:
         return []
     return _step_succeeded(conn, tables, workflow_of, run_id, item.step)
+
+
+def job_row_cancelled(conn: Connection, tables: Tables, job_id: uuid.UUID) -> None:
+    """The pending job row ``job_id`` was cancelled (``control.cancel_job_row``), in
+    ``conn``'s transaction: when it is a step's, its run is cancelled with it."""
+    items = tables.workflow_items
+    found = conn.execute(
+        select(items.c.run_id).where(items.c.job_id == job_id, items.c.state == PENDING)
+    ).scalar()
+    if found is not None:
+        _end_run(conn, tables, uuid.UUID(str(found)), CANCELLED)
 
 
 def cancel_run(conn: Connection, tables: Tables, run_id: uuid.UUID) -> bool:
