@@ -283,3 +283,19 @@ def test_cancelling_a_steps_pending_job_row_cancels_its_run(asanoha_stack, datab
     assert run.state == "cancelled"
     assert run.steps["fetch"].items[0].state == "cancelled"
     assert {step.state for step in run.steps.values()} == {"cancelled"}
+
+
+@pytest.mark.parametrize("database", DATABASES)
+def test_a_lost_final_attempt_of_a_step_fails_its_run(asanoha_stack, database):
+    from asanoha.platform.jobs.attempts import Claim, job_rows_for, recover_lost_attempts
+
+    # No worker: the step's attempt is claimed here and never ended (its worker died).
+    stack = asanoha_stack(features=[_chain([])], database=database)
+    run_id = stack.app.workflows.start("shop:workflow:order", {"amount": 1})
+    [fetch] = stack.app.workflows.get(run_id).steps["fetch"].items
+    assert isinstance(job_rows_for(stack.db, stack.tables).claim(fetch.job_id, 1), Claim)
+    assert recover_lost_attempts(stack.db, stack.tables, lambda qn: 0, 0) == 1
+    run = stack.app.workflows.get(run_id)
+    assert (run.state, run.failed_step) == ("failed", "fetch")
+    assert "WorkerLostError" in (run.error or "")
+    assert run.steps["tax"].state == "cancelled"

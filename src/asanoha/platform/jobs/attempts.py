@@ -798,6 +798,10 @@ def job_rows_for(
     return JobRows(database, tables, wake_lost_after=wake_lost_after)
 
 
+def _no_workflow(qn: str) -> None:
+    return None
+
+
 def recover_lost_attempts(
     database: Database, tables: Tables, retries_of: Callable[[str], int], older_than: float
 ) -> int:
@@ -847,6 +851,11 @@ def recover_lost_attempts(
                     # A late end of the lost attempt must not take this end for its own.
                     claim_token=None,
                 )
+            )
+            # A step's row that failed or was cancelled so ends its run (no step starts here:
+            # only a success does that).
+            workflows.step_ended(
+                conn, tables, _no_workflow, uuid.UUID(str(row.id)), state, None, error
             )
             tenant = row.headers.get("tenant_id") if isinstance(row.headers, dict) else None
             conn.execute(
