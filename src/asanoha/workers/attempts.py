@@ -221,9 +221,15 @@ class AttemptRunner:
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
-        # A workflow step's return value is its result (checked by the step's wrapper).
-        result = returned if job.workflow_step is not None else None
-        end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept(), result=result)
+        if isinstance(ctx, StepContext):
+            # A workflow step's return value is its result (checked by the step's wrapper),
+            # stored sealed: its end runs carrying the values the step saw.
+            end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept(), result=returned)
+            sealing = contextvars.Context()
+            sealing.run(carry, ctx.carried_values)
+            sealing.run(self._end, job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            return
+        end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
         self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
 
     def _claim(self, job: JobDef, row_id: uuid.UUID, attempt: int) -> Claim | Unclaimed:
@@ -243,12 +249,18 @@ class AttemptRunner:
         carry(None)  # and no further: the next attempt on this thread starts without them
         # Its scope too: what it reveals is kept out of its logs and error (see ``run``).
         context.run(redaction.enter, redaction.current())
-        if self.thread_time_limits:
-            timeout = job_timeout(job, self._settings)
-            return call_with_time_limit(
-                lambda: context.run(call_in_attempt_span, job, payload, ctx), timeout
-            )
-        return context.run(call_in_attempt_span, job, payload, ctx)
+        try:
+            if self.thread_time_limits:
+                timeout = job_timeout(job, self._settings)
+                return call_with_time_limit(
+                    lambda: context.run(call_in_attempt_span, job, payload, ctx), timeout
+                )
+            return context.run(call_in_attempt_span, job, payload, ctx)
+        finally:
+            if isinstance(ctx, StepContext):
+                # The personal values the step was given or read: its result's end seals
+                # them as the step's own writes would (see ``_end_step``).
+                ctx.carried_values = context.run(carried)
 
     def _failed(
         self,
