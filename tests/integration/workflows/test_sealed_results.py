@@ -9,6 +9,8 @@ from sqlalchemy import select
 
 from asanoha import StepContext
 from asanoha.platform.model import Feature
+from asanoha.platform.personal import FORGOTTEN
+from asanoha.platform.service.erasure import forget_subject
 from asanoha.testing import TestUsers
 from tests.integration.personal.features import personal
 from tests.integration.personal.scan import hits
@@ -35,7 +37,7 @@ def send(payload: dict[str, Any], ctx: StepContext) -> str:
 def test_a_steps_result_is_stored_sealed_and_read_opened(asanoha_stack, database):
     SEEN.clear()
     stack = asanoha_stack(features=[personal, greet], jobs=True, database=database)
-    stack.http.write_ok(
+    created = stack.http.write_ok(
         "personal:write:customer:create",
         {"email": ALICE["email"], "name": ALICE["name"], "plan": "p"},
         TestUsers.admin,
@@ -50,3 +52,15 @@ def test_a_steps_result_is_stored_sealed_and_read_opened(asanoha_stack, database
     run = stack.app.workflows.get(run_id)
     assert run.state == "succeeded"
     assert run.steps["address"].result == {"to": ALICE["email"], "plan": "p"}
+    # Forgetting the subject erases the result with the rest.
+    with stack.service.unit_of_work(TestUsers.admin) as request:
+        forget_subject(
+            request,
+            stack.service.personal,
+            tenant_id=TestUsers.admin.tenant_id,
+            subject=str(created["id"]),
+            by="test",
+            reason="erasure request",
+        )
+    forgotten = stack.app.workflows.get(run_id)
+    assert forgotten.steps["address"].result == {"to": FORGOTTEN, "plan": "p"}
