@@ -147,6 +147,7 @@ class Drainer:
         # caller past its deadline.
         self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asanoha-drain")
         self._seen_run_id = self._latest_run_id()
+        self._seen_failed_runs = self._failed_runs()
 
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Return once two consecutive passes find nothing pending.
@@ -200,6 +201,7 @@ class Drainer:
     def forget(self) -> None:
         """Forget every run seen so far (the tables were emptied: ids may start over)."""
         self._seen_run_id = self._latest_run_id()
+        self._seen_failed_runs = self._failed_runs()
 
     def close(self) -> None:
         """Stop the pass thread (a pass stuck on the broker ends with its socket timeout)."""
@@ -260,12 +262,46 @@ class Drainer:
             for row in rows
             if row.status == "failed"
         ]
+        steps = self._step_failures(failures) if failures else []
+        steps += self._runs_failed_since(steps)
+        if steps:
+            raise WorkflowFailedError(failures, summary, steps)
         if failures:
-            steps = self._step_failures(failures)
-            if steps:
-                raise WorkflowFailedError(failures, summary, steps)
             raise JobFailedError(failures, summary)
         return summary
+
+    def _failed_runs(self) -> set[str]:
+        """The ids of the failed workflow runs."""
+        runs = self._app.service.tables.workflow_runs
+        if not self._app.registry.workflows:
+            return set()
+        with self._app.database.connect() as conn:
+            found = conn.execute(select(runs.c.id).where(runs.c.state == "failed")).scalars()
+            return {str(run_id) for run_id in found}
+
+    def _runs_failed_since(self, reported: Sequence[StepFailure]) -> list[StepFailure]:
+        """The runs that failed since the previous drain without a failed job row to tell
+        (a step's ``map=`` raised), as step failures."""
+        failed = self._failed_runs()
+        new = failed - self._seen_failed_runs - {step.run_id for step in reported}
+        self._seen_failed_runs = failed
+        if not new:
+            return []
+        runs = self._app.service.tables.workflow_runs
+        with self._app.database.connect() as conn:
+            rows = conn.execute(
+                select(runs).where(runs.c.id.in_([uuid.UUID(run_id) for run_id in new]))
+            ).all()
+        return [
+            StepFailure(
+                row.workflow_qn,
+                str(row.id),
+                row.failed_step or "?",
+                row.failed_item,
+                row.error or "",
+            )
+            for row in rows
+        ]
 
     def _step_failures(self, failures: Sequence[JobFailure]) -> list[StepFailure]:
         """The failures that are workflow steps, with their run, step and item."""

@@ -299,3 +299,34 @@ def test_a_lost_final_attempt_of_a_step_fails_its_run(asanoha_stack, database):
     assert (run.state, run.failed_step) == ("failed", "fetch")
     assert "WorkerLostError" in (run.error or "")
     assert run.steps["tax"].state == "cancelled"
+
+
+def _bad_map() -> Feature:
+    crm = Feature("crm")
+    onboard = crm.workflow("onboard", manual=True)
+
+    @onboard.step("fetch")
+    def fetch(payload: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
+        return {"accounts": "not a list"}
+
+    @onboard.step("score", after="fetch", map=lambda ctx: ctx.results["fetch"]["accounts"])
+    def score(item: Any, ctx: StepContext) -> None:
+        raise AssertionError("no item to score")
+
+    return crm
+
+
+@pytest.mark.parametrize("database", DATABASES)
+def test_a_map_that_returns_no_list_fails_the_run_and_drain_names_the_step(asanoha_stack, database):
+    stack = asanoha_stack(features=[_bad_map()], jobs=True, database=database)
+    run_id = stack.app.workflows.start("crm:workflow:onboard", {})
+    with pytest.raises(WorkflowFailedError) as raised:
+        stack.drain()
+    assert "crm:workflow:onboard: step 'score' failed" in str(raised.value)
+    assert "map= of step crm:workflow:onboard:score must return a list, not str" in str(
+        raised.value
+    )
+    run = stack.app.workflows.get(run_id)
+    assert (run.state, run.failed_step) == ("failed", "score")
+    assert run.steps["score"].items == ()
+    stack.drain()  # reported once
