@@ -82,29 +82,25 @@ class Workflows:
         """Start a run of ``workflow_qn`` on ``payload`` as ``user`` (default: the operator
         tenant's system user); its id. Inside ``within`` (a running write) the run starts
         with that write's commit. Raises ``NotFoundError`` (404 ``workflow_not_found``)."""
-        workflow = self._service.registry.workflow(workflow_qn)
-        if workflow is None:
-            raise NotFoundError(Reasons.WORKFLOW_NOT_FOUND, workflow=workflow_qn)
-        if within is None:
-            acting = user or SessionUser.system(self._operator_tenant)
-            with self._service.unit_of_work(acting) as request:
-                return self.start(workflow_qn, payload, acting, within=request)
-        return self._service.jobs_enqueue.start_workflow(
-            within, workflow, dict(payload or {}), user or within.user, trigger_name="manual"
+        acting = user or (
+            within.user if within is not None else SessionUser.system(self._operator_tenant)
         )
+        return self._service.start_workflow(workflow_qn, dict(payload or {}), acting, parent=within)
 
-    def cancel(self, run_id: uuid.UUID) -> WorkflowRun:
+    def cancel(self, run_id: uuid.UUID | str) -> WorkflowRun:
         """Cancel a running run: its steps not yet started never start, its pending job
         rows are cancelled and its running ones asked to stop (``ctx.cancel_requested``).
         A finished run is left as it is. Returns the run as it stands afterwards."""
+        run_id = _run_id(run_id)
         with self._service.unit_of_work(SessionUser.system(self._operator_tenant)) as request:
             self._row(request.conn, run_id)
             workflows.cancel_run(request.conn, self._service.tables, run_id)
         return self.get(run_id)
 
-    def get(self, run_id: uuid.UUID) -> WorkflowRun:
+    def get(self, run_id: uuid.UUID | str) -> WorkflowRun:
         """The run ``run_id``: its state, each step's state, attempts and result or error,
         and the run's result. Raises ``NotFoundError`` (404 ``workflow_run_not_found``)."""
+        run_id = _run_id(run_id)
         tables = self._service.tables
         items, outbox = tables.workflow_items, tables.outbox
         engine = self._service.database.engine
@@ -170,3 +166,13 @@ class Workflows:
         if row is None:
             raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id))
         return row
+
+
+def _run_id(run_id: uuid.UUID | str) -> uuid.UUID:
+    """``run_id`` as a UUID (a text that is none: 404 ``workflow_run_not_found``)."""
+    if isinstance(run_id, uuid.UUID):
+        return run_id
+    try:
+        return uuid.UUID(str(run_id))
+    except ValueError:
+        raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id)) from None
