@@ -97,3 +97,13 @@ def test_an_unknown_run_is_not_found(asanoha_stack):
         assert (missing.value.http_status, missing.value.reason) == (404, "workflow_run_not_found")
         with pytest.raises(NotFoundError):
             stack.app.workflows.cancel(run_id)
+
+
+def test_a_step_is_not_run_by_hand_as_a_job(asanoha_stack):
+    from asanoha import UnprocessableError
+
+    stack = asanoha_stack(features=[shop])
+    with stack.nothing_written(), pytest.raises(UnprocessableError) as refused:
+        stack.app.jobs.run("shop:workflow:fulfil:pack", {"order": "o-4"})
+    assert (refused.value.http_status, refused.value.reason) == (422, "job_not_manual")
+    assert "step of shop:workflow:fulfil" in str(refused.value)
