@@ -54,7 +54,13 @@ from asanoha.platform.store import StoredEvent
 from asanoha.platform.store.declared_projections import ProjectionTarget
 
 if TYPE_CHECKING:
-    from asanoha.workers import DrainTimeoutError, JobContext, JobFailedError
+    from asanoha.workers import (
+        DrainTimeoutError,
+        JobContext,
+        JobFailedError,
+        StepContext,
+        WorkflowFailedError,
+    )
 
 __all__ = [
     "FORGOTTEN",
@@ -95,11 +101,13 @@ __all__ = [
     "SessionUser",
     "Settings",
     "Snooze",
+    "StepContext",
     "StoredEvent",
     "StreamContext",
     "UnprocessableError",
     "ValidationError",
     "VersionConflictError",
+    "WorkflowFailedError",
     "WriteContext",
     "fields",
     "resolve_agent_exposure",
@@ -108,7 +116,9 @@ __all__ = [
 
 #: Names that live with the workers (Celery): imported only when asked for, so that
 #: ``import asanoha`` stays free of Celery for code that only defines features.
-_WORKER_NAMES = frozenset({"JobContext", "JobFailedError", "DrainTimeoutError"})
+_WORKER_NAMES = frozenset(
+    {"JobContext", "JobFailedError", "DrainTimeoutError", "StepContext", "WorkflowFailedError"}
+)
 
 
 def __getattr__(name: str) -> object:

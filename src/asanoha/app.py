@@ -23,6 +23,7 @@ from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.service.approvals import approval_key
 from asanoha.platform.service.jobs import Jobs
 from asanoha.platform.service.rate_limits import RateLimiter
+from asanoha.platform.service.workflows import Workflows
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import Database, StoredEvent
 from asanoha.platform.store.replica import ReadReplica
@@ -125,6 +126,8 @@ class App:
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)
+        #: Workflow runs: start, get, cancel.
+        self.workflows = Workflows(self.service, self.settings.default_tenant)
         #: The event consumers, the built-in job-trigger consumer included.
         self.consumers = Consumers(
             self.service, job_trigger_partitions=self.settings.job_trigger_partitions

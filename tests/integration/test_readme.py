@@ -283,3 +283,14 @@ def test_feature_configuration_example_runs_as_written(tmp_path: Path) -> None:
     assert sent.startswith(
         "{'sender': 'hi@acme.test', 'has_password': True, 'locale': 'en', 'sent_at': 'CE"
     )
+
+
+def test_workflows_example_runs_as_written(tmp_path: Path) -> None:
+    example = next(b for b in python_blocks() if b.startswith("# test_onboard.py"))
+    (tmp_path / "test_onboard.py").write_text(example, encoding="utf-8")
+    tested = run_python(
+        tmp_path, {**os.environ, "PYTHONPATH": str(tmp_path)}, "-m", "pytest", "-q",
+        "-p", "no:cacheprovider", "test_onboard.py",
+    )  # fmt: skip
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "1 passed" in tested.stdout

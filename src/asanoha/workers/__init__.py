@@ -4,10 +4,16 @@ worker's relay, beat schedule, pending-work counts and ``drain``."""
 
 from asanoha.workers.celery_app import CeleryJobs, make_celery
 from asanoha.workers.dispatch import dispatch_job
-from asanoha.workers.drain import DrainSummary, DrainTimeoutError, JobFailedError
+from asanoha.workers.drain import (
+    DrainSummary,
+    DrainTimeoutError,
+    JobFailedError,
+    WorkflowFailedError,
+)
 from asanoha.workers.job_context import JobContext, JobTrigger
 from asanoha.workers.pending import PendingWork
 from asanoha.workers.runtime import JobRuntime
+from asanoha.workers.step_context import StepContext
 
 __all__ = [
     "CeleryJobs",
@@ -18,6 +24,8 @@ __all__ = [
     "JobRuntime",
     "JobTrigger",
     "PendingWork",
+    "StepContext",
+    "WorkflowFailedError",
     "dispatch_job",
     "make_celery",
 ]

@@ -50,6 +50,7 @@ from asanoha.workers.retry_policy import (
     job_timeout,
     retry_countdown,
 )
+from asanoha.workers.step_context import StepContext
 from asanoha.workers.time_limit import call_with_time_limit
 
 log = logging.getLogger("asanoha.jobs")
@@ -170,14 +171,22 @@ class AttemptRunner:
         """The context of the claimed ``attempt`` and the payload the job runs on."""
         # Personal values are stored sealed: the job gets them opened (or FORGOTTEN).
         personal, engine = self._service.personal, self._service.database.engine
-        ctx = JobContext(
-            self._service,
-            job,
-            meta,
-            task_id=str(row_id),
-            retries=attempt - 1,
-            trigger_result=personal.reveal_detached(engine, claim.trigger_result),
-        )
+        trigger_result = personal.reveal_detached(engine, claim.trigger_result)
+        ctx: JobContext
+        if job.workflow_step is not None:
+            ctx = StepContext(
+                self._service, job, meta, task_id=str(row_id), retries=attempt - 1,
+                headers=claim.headers, trigger_result=trigger_result,
+            )  # fmt: skip
+        else:
+            ctx = JobContext(
+                self._service,
+                job,
+                meta,
+                task_id=str(row_id),
+                retries=attempt - 1,
+                trigger_result=trigger_result,
+            )
         bind_attempt_log_fields(ctx)
         payload: dict[str, Any] = personal.reveal_detached(engine, claim.payload)
         return ctx, payload
@@ -212,6 +221,14 @@ class AttemptRunner:
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
+        if isinstance(ctx, StepContext):
+            # A workflow step's return value is its result (checked by the step's wrapper),
+            # stored sealed: its end runs carrying the values the step saw.
+            end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept(), result=returned)
+            sealing = contextvars.Context()
+            sealing.run(carry, ctx.carried_values)
+            sealing.run(self._end, job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            return
         end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
         self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
 
@@ -232,12 +249,18 @@ class AttemptRunner:
         carry(None)  # and no further: the next attempt on this thread starts without them
         # Its scope too: what it reveals is kept out of its logs and error (see ``run``).
         context.run(redaction.enter, redaction.current())
-        if self.thread_time_limits:
-            timeout = job_timeout(job, self._settings)
-            return call_with_time_limit(
-                lambda: context.run(call_in_attempt_span, job, payload, ctx), timeout
-            )
-        return context.run(call_in_attempt_span, job, payload, ctx)
+        try:
+            if self.thread_time_limits:
+                timeout = job_timeout(job, self._settings)
+                return call_with_time_limit(
+                    lambda: context.run(call_in_attempt_span, job, payload, ctx), timeout
+                )
+            return context.run(call_in_attempt_span, job, payload, ctx)
+        finally:
+            if isinstance(ctx, StepContext):
+                # The personal values the step was given or read: its result's end seals
+                # them as the step's own writes would (see ``_end_step``).
+                ctx.carried_values = context.run(carried)
 
     def _failed(
         self,
@@ -484,7 +507,26 @@ class AttemptRunner:
             _give_back(job, row_id, "ending the attempt on", exc)
         if job.claim_limited:
             self._wake_waiting(job, row_id)
+        if job.workflow_step is not None:
+            self._publish_started(row_id)
         return ended
+
+    def _publish_started(self, row_id: uuid.UUID) -> None:
+        """Publish the rows of the workflow steps the end of ``row_id`` started (the relay
+        sends those whose publish fails)."""
+        sent: list[OutboxMessage] = []
+        failed: list[OutboxMessage] = []
+        for message in self._rows.take_started(row_id):
+            try:
+                self.publisher.publish(message)
+            except Exception:
+                log.warning("%s %s: publishing a started step failed; the relay sends it",
+                            message.job_qn, message.id, exc_info=True)  # fmt: skip
+                failed.append(message)
+            else:
+                sent.append(message)
+        if sent or failed:
+            self._mark_published(sent, failed)
 
     def _wake_waiting(self, job: JobDef, row_id: uuid.UUID) -> None:
         """Publish the oldest row waiting for a key the ended attempt held (the relay

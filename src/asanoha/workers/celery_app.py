@@ -142,6 +142,9 @@ def make_celery(app: App) -> CeleryJobs:
     rows = job_rows_for(
         app.database, app.service.tables, wake_lost_after=settings.visibility_timeout
     )
+    if registry.workflows:
+        # The end of a step's job row ends the step in its run (``platform/jobs/workflows``).
+        rows.workflow_of = registry.workflow
     runner = AttemptRunner(app.service, rows, publisher, settings)
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)

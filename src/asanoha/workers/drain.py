@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +76,44 @@ class JobFailedError(AssertionError):
         super().__init__(f"{len(lines)} job(s) failed:\n" + "\n".join(lines))
 
 
+@dataclass(frozen=True)
+class StepFailure:
+    """A workflow step's job row that failed its final attempt: its run failed."""
+
+    workflow_qn: str
+    run_id: str
+    step: str
+    #: The item's index in a mapped step (``None``: an unmapped step).
+    item: int | None
+    error: str
+
+    def describe(self) -> str:
+        """``<workflow>: step '<step>'[ item N] failed (run <id>): <error>``."""
+        item = "" if self.item is None else f" item {self.item}"
+        return (
+            f"{self.workflow_qn}: step {self.step!r}{item} failed (run {self.run_id}): {self.error}"
+        )
+
+
+class WorkflowFailedError(JobFailedError):
+    """A workflow step failed for good since the previous drain, failing its run: names the
+    workflow, the step and the item."""
+
+    def __init__(
+        self,
+        failures: Sequence[JobFailure],
+        summary: DrainSummary,
+        steps: Sequence[StepFailure],
+    ) -> None:
+        super().__init__(failures, summary)
+        self.steps = tuple(steps)
+        lines = [step.describe() for step in self.steps]
+        self.args = (f"{len(lines)} workflow step(s) failed:\n" + "\n".join(lines),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class DrainTimeoutError(AssertionError):
     """Work was still pending when the drain's timeout ran out."""
 
@@ -108,6 +147,7 @@ class Drainer:
         # caller past its deadline.
         self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asanoha-drain")
         self._seen_run_id = self._latest_run_id()
+        self._seen_failed_runs = self._failed_runs()
 
     def drain(self, timeout: float = 10.0) -> DrainSummary:
         """Return once two consecutive passes find nothing pending.
@@ -161,6 +201,7 @@ class Drainer:
     def forget(self) -> None:
         """Forget every run seen so far (the tables were emptied: ids may start over)."""
         self._seen_run_id = self._latest_run_id()
+        self._seen_failed_runs = self._failed_runs()
 
     def close(self) -> None:
         """Stop the pass thread (a pass stuck on the broker ends with its socket timeout)."""
@@ -221,9 +262,82 @@ class Drainer:
             for row in rows
             if row.status == "failed"
         ]
+        steps = self._step_failures(failures) if failures else []
+        steps += self._runs_failed_since(steps)
+        if steps:
+            raise WorkflowFailedError(failures, summary, steps)
         if failures:
             raise JobFailedError(failures, summary)
         return summary
+
+    def _failed_runs(self) -> set[str]:
+        """The ids of the failed workflow runs."""
+        runs = self._app.service.tables.workflow_runs
+        if not self._app.registry.workflows:
+            return set()
+        with self._app.database.connect() as conn:
+            found = conn.execute(select(runs.c.id).where(runs.c.state == "failed")).scalars()
+            return {str(run_id) for run_id in found}
+
+    def _runs_failed_since(self, reported: Sequence[StepFailure]) -> list[StepFailure]:
+        """The runs that failed since the previous drain without a failed job row to tell
+        (a step's ``map=`` raised), as step failures."""
+        failed = self._failed_runs()
+        new = failed - self._seen_failed_runs - {step.run_id for step in reported}
+        self._seen_failed_runs = failed
+        if not new:
+            return []
+        runs = self._app.service.tables.workflow_runs
+        with self._app.database.connect() as conn:
+            rows = conn.execute(
+                select(runs).where(runs.c.id.in_([uuid.UUID(run_id) for run_id in new]))
+            ).all()
+        return [
+            StepFailure(
+                row.workflow_qn,
+                str(row.id),
+                row.failed_step or "?",
+                row.failed_item,
+                row.error or "",
+            )
+            for row in rows
+        ]
+
+    def _step_failures(self, failures: Sequence[JobFailure]) -> list[StepFailure]:
+        """The failures that are workflow steps, with their run, step and item."""
+        registry = self._app.registry
+        ids = []
+        for failure in failures:
+            job = registry.job(failure.job_qn)
+            if job is not None and job.workflow_step is not None:
+                ids.append(uuid.UUID(failure.task_id))
+        if not ids:
+            return []
+        items = self._app.service.tables.workflow_items
+        with self._app.database.connect() as conn:
+            rows = conn.execute(
+                select(items.c.job_id, items.c.run_id, items.c.step, items.c.item).where(
+                    items.c.job_id.in_(ids)
+                )
+            ).all()
+        found = {str(row.job_id): row for row in rows}
+        steps = []
+        for failure in failures:
+            row = found.get(failure.task_id)
+            job = registry.job(failure.job_qn)
+            if row is None or job is None or job.workflow_step is None:
+                continue
+            step = job.workflow_step
+            steps.append(
+                StepFailure(
+                    step.workflow_qn,
+                    str(row.run_id),
+                    row.step,
+                    row.item if step.map is not None else None,
+                    failure.error,
+                )
+            )
+        return steps
 
     def _latest_run_id(self) -> int:
         runs = self._job_runs

@@ -236,6 +236,17 @@ class JobContext(FeatureAccess):
             priority=priority,
         )
 
+    def start_workflow(self, workflow_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+        """Start a run of the workflow ``workflow_qn`` on ``payload`` as the tenant's system
+        user, carrying this job's chain; the run's id."""
+        return self._service.start_workflow(
+            workflow_qn,
+            payload,
+            self.system_user,
+            trigger_name=self.job.qn,
+            origin=self.meta.origin,
+        )
+
     def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
         """The state of aggregate ``aggregate`` (of the job's feature, or ``feature:name``)
         folded from ``stream_id`` of the job's tenant, as ``WriteContext.load`` gives it."""

@@ -45,6 +45,8 @@ class Reasons(StrEnum):
     CONSUMER_NOT_FOUND = "consumer_not_found"
     CONSUMER_PARTITION_NOT_FOUND = "consumer_partition_not_found"
     JOB_ROW_NOT_FOUND = "job_row_not_found"
+    WORKFLOW_NOT_FOUND = "workflow_not_found"
+    WORKFLOW_RUN_NOT_FOUND = "workflow_run_not_found"
     CONFIG_KEY_NOT_FOUND = "config_key_not_found"
     SECRET_NOT_FOUND = "secret_not_found"
     # 409

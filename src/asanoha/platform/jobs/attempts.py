@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import secrets
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.jobs import clocks, guards
+from asanoha.platform.jobs import clocks, guards, workflows
 from asanoha.platform.jobs.clocks import (
     RELAY_GRACE,
     WAKE_LOST_AFTER,
@@ -48,7 +49,9 @@ from asanoha.platform.jobs.clocks import (
 )
 from asanoha.platform.jobs.enqueue import lock_keys
 from asanoha.platform.jobs.guards import lane_target
+from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
+from asanoha.platform.jobs.workflows import WorkflowLookup
 from asanoha.platform.model import JobDef
 from asanoha.platform.store import Database, Tables
 
@@ -160,6 +163,8 @@ class AttemptEnd:
     spent: bool = True
     #: What the attempt logged through ``ctx.log``, for its run row (see ``attempt_logs``).
     logs: str | None = None
+    #: A workflow step's return value (JSON), stored sealed with its item.
+    result: Any = None
 
     def row_attempt(self, attempt: int) -> int:
         """The attempt the row records after this end of ``attempt``."""
@@ -236,6 +241,12 @@ class JobRows:
         self._database = database
         self._tables = tables
         self._wake_lost_after = wake_lost_after
+        #: The declared workflows (``None``: no step rows to end); set by the worker.
+        self.workflow_of: WorkflowLookup | None = None
+        #: Job rows of workflow steps that committed ends placed, by the ended row, until
+        #: their ender takes them to publish (``take_started``).
+        self._started: dict[uuid.UUID, list[OutboxMessage]] = {}
+        self._started_lock = threading.Lock()
         outbox = tables.outbox
         # Neither the job nor its lane is paused (``asanoha jobs pause``).
         self._not_paused = guards.not_paused(
@@ -573,6 +584,7 @@ class JobRows:
         end: AttemptEnd,
         finished: dt.datetime,
     ) -> bool:
+        started: list[OutboxMessage] = []
         with self._engine.begin() as conn:
             ended = conn.execute(
                 self._end, self._end_params(row_id, attempt, claim, end, finished)
@@ -592,7 +604,31 @@ class JobRows:
                 self._record,
                 self._run_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
             )
+            if ended and self.ends_step(claim, end):
+                assert self.workflow_of is not None
+                # The step's end and what it starts commit with the end of its job row.
+                started = workflows.step_ended(
+                    conn, self._tables, self.workflow_of, row_id, end.state, end.result, end.error
+                )
+        if started:
+            # Committed: only now may their messages go out.
+            with self._started_lock:
+                self._started[row_id] = started
         return bool(ended)
+
+    def take_started(self, row_id: uuid.UUID) -> list[OutboxMessage]:
+        """The messages of the step rows the committed end of ``row_id`` placed (for its
+        ender to publish; the relay sends them should it not)."""
+        with self._started_lock:
+            return self._started.pop(row_id, [])
+
+    def ends_step(self, claim: Claim, end: AttemptEnd) -> bool:
+        """Whether ``end`` ends an attempt of a workflow step's job row (its run reads it)."""
+        return (
+            self.workflow_of is not None
+            and isinstance(claim.headers, Mapping)
+            and workflows.RUN_HEADER in claim.headers
+        )
 
     @staticmethod
     def _end_params(
@@ -762,6 +798,10 @@ def job_rows_for(
     return JobRows(database, tables, wake_lost_after=wake_lost_after)
 
 
+def _no_workflow(qn: str) -> None:
+    return None
+
+
 def recover_lost_attempts(
     database: Database, tables: Tables, retries_of: Callable[[str], int], older_than: float
 ) -> int:
@@ -811,6 +851,11 @@ def recover_lost_attempts(
                     # A late end of the lost attempt must not take this end for its own.
                     claim_token=None,
                 )
+            )
+            # A step's row that failed or was cancelled so ends its run (no step starts here:
+            # only a success does that).
+            workflows.step_ended(
+                conn, tables, _no_workflow, uuid.UUID(str(row.id)), state, None, error
             )
             tenant = row.headers.get("tenant_id") if isinstance(row.headers, dict) else None
             conn.execute(

@@ -15,6 +15,7 @@ import datetime as dt
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, and_, insert, or_, select, text, update
 
@@ -134,9 +135,9 @@ def write_outbox(
                 "id": message.id,
                 "job_qn": message.job_qn,
                 # A personal value the transaction wrote or read is stored as its ciphertext.
-                "payload": seal_known(conn, message.payload),
+                "payload": sealed(conn, message.payload),
                 "headers": message.headers,
-                "trigger_result": seal_known(conn, message.trigger_result),
+                "trigger_result": sealed(conn, message.trigger_result),
                 "state": PENDING,
                 "attempt": 0,
                 "not_before": not_before,
@@ -153,6 +154,13 @@ def write_outbox(
             }
         )
     conn.execute(insert(tables.outbox), rows)
+
+
+def sealed(conn: Connection, value: Any) -> Any:
+    """``value`` as a job row stores it: every personal value ``conn``'s transaction sealed
+    or opened replaced by its sealed text (a payload, a workflow run's payload, a step's
+    result)."""
+    return seal_known(conn, value)
 
 
 def lock_keys(conn: Connection, keys: Iterable[str]) -> None:

@@ -49,6 +49,7 @@ from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declar
 from asanoha.platform.model.retention import parse_age
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.model.versions import PayloadUpcaster
+from asanoha.platform.model.workflows import WorkflowDef, declare_workflow
 
 F = TypeVar("F", bound=Callable[..., Any])
 A = TypeVar("A")
@@ -72,6 +73,7 @@ class Feature:
         self.jobs: list[JobDef] = []
         self.consumers: list[ConsumerDef] = []
         self.streams: list[StreamHandlerDef] = []
+        self.workflows: list[WorkflowDef] = []
         self.aggregates: dict[str, AggregateDef] = {}
         self.projections: list[ProjectionDef] = []
         self.pre_save_hooks: dict[str, list[PreSaveHook]] = {}
@@ -610,6 +612,24 @@ class Feature:
             return func
 
         return register
+
+    def workflow(
+        self,
+        name: str,
+        *,
+        on: str | None = None,
+        manual: bool = False,
+        cron: str | None = None,
+    ) -> WorkflowDef:
+        """Declare the workflow ``<feature>:workflow:<name>``: steps declared with
+        ``.step(...)`` (each a job ``<feature>:workflow:<name>:<step>``) and ``.sleep(...)``.
+        ``on=<write handler QN>`` starts a run in the triggering write's transaction, on its
+        payload; ``manual=True``: started by ``app.workflows.start``."""
+        declared = declare_workflow(self, name, on, manual, cron)
+        if any(other.qn == declared.qn for other in self.workflows):
+            raise DefinitionError(f"workflow {declared.qn!r} is declared twice")
+        self.workflows.append(declared)
+        return declared
 
     def aggregate(
         self, name: str, *, snapshot_every: int | None = None, version: int | str | None = None

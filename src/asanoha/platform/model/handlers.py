@@ -178,16 +178,20 @@ class JobDef:
     #: How often its attempts may start, per tenant or triggering user; an attempt over
     #: the limit waits (not spent) until the window has room.
     rate_limit: RateLimit | None = None
+    #: The workflow step this job runs (a ``workflows.StepDef``; ``None``: a plain job).
+    workflow_step: Any = None
 
     @property
     def triggers(self) -> str:
         """What starts it, as its declaration says: ``on <qn>``, ``cron <expression>``,
-        ``run_on_boot``, ``manual`` (comma-separated when several)."""
+        ``run_on_boot``, ``manual``, ``step of <workflow qn>`` (comma-separated when
+        several)."""
         declared = [
             f"on {self.on}" if self.on else "",
             f"cron {self.cron}" if self.cron else "",
             "run_on_boot" if self.run_on_boot else "",
             "manual" if self.manual else "",
+            f"step of {self.workflow_step.workflow_qn}" if self.workflow_step else "",
         ]
         return ", ".join(trigger for trigger in declared if trigger)
 

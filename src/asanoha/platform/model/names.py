@@ -8,7 +8,7 @@ from typing import Literal, get_args
 
 from asanoha.platform.errors import DefinitionError
 
-Kind = Literal["write", "query", "job", "event", "consumer", "projection", "stream"]
+Kind = Literal["write", "query", "job", "event", "consumer", "projection", "stream", "workflow"]
 KINDS: tuple[str, ...] = get_args(Kind)
 
 _SEGMENT = r"[a-z][a-z0-9-]*"

@@ -24,6 +24,7 @@ from asanoha.platform.model.handlers import (
 from asanoha.platform.model.hooks import Hook, HookKind
 from asanoha.platform.model.names import parse_qn
 from asanoha.platform.model.projections import ProjectionDef
+from asanoha.platform.model.workflows import WorkflowDef
 
 _Def = TypeVar("_Def", HandlerDef, EventDef, JobDef, ConsumerDef, StreamHandlerDef)
 
@@ -61,6 +62,7 @@ class Registry:
         self._pre_save: dict[str, tuple[PreSaveHook, ...]] = {}
         self._post_save: dict[str, tuple[PostSaveHook, ...]] = {}
         self._hooks: dict[tuple[HookKind, str], tuple[Hook, ...]] = {}
+        self._workflows: dict[str, WorkflowDef] = {}
         names: set[str] = set()
         for feature in self.features:
             if feature.name in names:
@@ -85,6 +87,12 @@ class Registry:
         self._add(self._jobs, feature.jobs)
         self._add(self._consumers, feature.consumers)
         self._add(self._streams, feature.streams)
+        for workflow in feature.workflows:
+            if self._is_taken(workflow.qn) or workflow.qn in self._workflows:
+                raise DefinitionError(f"qualified name {workflow.qn!r} is defined twice")
+            if not workflow.steps:
+                raise DefinitionError(f"{workflow.qn} declares no step")
+            self._workflows[workflow.qn] = workflow
         for entity_def in feature.entities.values():
             self._entities[entity_def.key] = entity_def
         for name, pre in feature.pre_save_hooks.items():
@@ -142,6 +150,11 @@ class Registry:
             if target.kind not in ("write", "event"):
                 raise DefinitionError(
                     f"{job.qn}: on= takes a write handler or an event, not {job.on!r}"
+                )
+        for workflow in self._workflows.values():
+            if workflow.on is not None and workflow.on not in self._handlers:
+                raise DefinitionError(
+                    f"{workflow.qn}: on={workflow.on!r} names no registered write handler"
                 )
         for consumer in self._consumers.values():
             for event in consumer.on:
@@ -289,6 +302,19 @@ class Registry:
     def jobs_triggered_by(self, qn: str) -> tuple[JobDef, ...]:
         """The jobs declared with ``on=qn``."""
         return self._by_trigger.get(qn, ())
+
+    def workflow(self, qn: str) -> WorkflowDef | None:
+        """The workflow ``qn`` or ``None``."""
+        return self._workflows.get(qn)
+
+    @property
+    def workflows(self) -> tuple[WorkflowDef, ...]:
+        """Every workflow."""
+        return tuple(self._workflows.values())
+
+    def workflows_triggered_by(self, qn: str) -> tuple[WorkflowDef, ...]:
+        """The workflows declared with ``on=qn`` (a write handler)."""
+        return tuple(workflow for workflow in self._workflows.values() if workflow.on == qn)
 
     @property
     def job_trigger_events(self) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from asanoha.platform import telemetry
+from asanoha.platform.errors import NotFoundError, Reasons
 from asanoha.platform.jobs import publishing
 from asanoha.platform.metrics import (
     count_after_commit_failure,
@@ -366,6 +367,33 @@ class Service:
         gates.check_write_allowed(request, "entity", name)
         entity_def = self.entity_def(name, feature=feature, caller=caller)
         return EntityExecutor(self.executor_env, request.conn, entity_def, user, request, caller)
+
+    def start_workflow(
+        self,
+        workflow_qn: str,
+        payload: dict[str, Any],
+        user: SessionUser,
+        *,
+        parent: Request | None = None,
+        trigger_name: str = "manual",
+        origin: WriteOrigin | None = None,
+    ) -> uuid.UUID:
+        """Start a run of ``workflow_qn`` on ``payload``: inside ``parent``'s transaction (its
+        first steps published when it commits), else on its own; the run's id. ``origin``
+        is the chain the caller acts for: every step carries it. Raises ``NotFoundError``
+        (404 ``workflow_not_found``)."""
+        workflow = self.registry.workflow(workflow_qn)
+        if workflow is None:
+            raise NotFoundError(Reasons.WORKFLOW_NOT_FOUND, workflow=workflow_qn)
+        if parent is not None:
+            gates.check_write_allowed(parent, "start_workflow", workflow_qn)
+            return self.jobs_enqueue.start_workflow(
+                parent, workflow, dict(payload), user, trigger_name=trigger_name
+            )
+        with self.unit_of_work(user, origin=origin) as request:
+            return self.jobs_enqueue.start_workflow(
+                request, workflow, dict(payload), user, trigger_name=trigger_name
+            )
 
     def enqueue_job(
         self,

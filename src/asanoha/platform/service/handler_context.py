@@ -129,6 +129,10 @@ class QueryContext(FeatureAccess):
         """Refused in a query: 403 ``write_in_query_denied``."""
         raise gates.write_in_query_denied(self.handler.qn, "dispatch", job_qn)
 
+    def start_workflow(self, workflow_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+        """Refused in a query: 403 ``write_in_query_denied``."""
+        raise gates.write_in_query_denied(self.handler.qn, "start_workflow", workflow_qn)
+
 
 class WriteContext(QueryContext):
     """A write handler's context: entity writes, nested writes, domain events, job enqueues."""
@@ -207,6 +211,13 @@ class WriteContext(QueryContext):
         """Enqueue a job; it is published only if this write commits."""
         return self._service.enqueue_job(
             job_qn, payload, self.user, parent=self._request, trigger_name=self.handler.qn
+        )
+
+    def start_workflow(self, workflow_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+        """Start a run of the workflow ``workflow_qn`` on ``payload`` in this transaction
+        (its steps run only if this write commits); the run's id."""
+        return self._service.start_workflow(
+            workflow_qn, payload, self.user, parent=self._request, trigger_name=self.handler.qn
         )
 
 

@@ -21,8 +21,9 @@ import pydantic
 
 from asanoha.platform import telemetry
 from asanoha.platform.errors import NotFoundError, Reasons, ValidationError
-from asanoha.platform.jobs import enqueue
+from asanoha.platform.jobs import enqueue, workflows
 from asanoha.platform.model import JobDef, Registry, SessionUser
+from asanoha.platform.model.workflows import WorkflowDef
 from asanoha.platform.service import outbox
 from asanoha.platform.service.outbox import OutboxMessage
 from asanoha.platform.service.request import Request
@@ -164,6 +165,28 @@ class JobEnqueuer:
             payload=payload,
             headers=headers,
         )
+
+    def start_workflow(
+        self,
+        request: Request,
+        workflow: WorkflowDef,
+        payload: dict[str, Any],
+        user: SessionUser,
+        *,
+        trigger_name: str,
+    ) -> uuid.UUID:
+        """Start a run of ``workflow`` on ``payload`` in ``request``'s transaction: the run
+        row and its first steps' job rows, which carry the chain's origin like any job row
+        (published when the transaction commits); the run's id."""
+        try:
+            body = pydantic.TypeAdapter(dict[str, pydantic.JsonValue]).validate_python(payload)
+        except pydantic.ValidationError as error:
+            raise ValidationError(handler=workflow.qn, fields=field_errors(error)) from None
+        check_storable(body, workflow.qn)
+        headers = self.message(workflow.qn, body, user, request, trigger_name).headers
+        run_id, messages = workflows.start_run(request.conn, self._tables, workflow, body, headers)
+        request.outbox.extend(messages)
+        return run_id
 
     def _place(self, request: Request, job: JobDef, message: OutboxMessage) -> uuid.UUID:
         placed = enqueue.place(request.conn, self._tables, job, message)

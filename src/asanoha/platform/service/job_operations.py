@@ -16,10 +16,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, func, insert, select
 
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
-from asanoha.platform.jobs import clocks, control, enqueue
+from asanoha.platform.jobs import clocks, control, enqueue, workflows
 from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.retention import prune_finished
-from asanoha.platform.jobs.states import FAILED, PENDING, RUNNING, SUCCEEDED
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
 from asanoha.platform.model import Registry
 from asanoha.platform.service import job_pauses
 from asanoha.platform.service.request import Request
@@ -126,6 +126,10 @@ def cancel_job(
             Reasons.JOB_NOT_CANCELLABLE, id=str(job_id), job=found.job_qn, state=found.state
         )
     state = control.cancel_job_row(request.conn, tables, job_id, found.state)
+    if state == CANCELLED:
+        # A workflow step's row: its run ends cancelled with it (a running one's does when
+        # its attempt ends cancelled).
+        workflows.job_row_cancelled(request.conn, tables, job_id)
     return CancelledJob(job_id, found.job_qn, row_tenant, state)
 
 

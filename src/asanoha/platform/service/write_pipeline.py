@@ -337,7 +337,7 @@ class WritePipeline:
             raise UnprocessableError(
                 Reasons.UNPROCESSABLE, handler=handler.qn, error=detail
             ) from None
-        if plan.triggered:
+        if plan.triggered or plan.workflows:
             self._enqueue_triggered(request, plan, model, user, result)
         return result
 
@@ -355,6 +355,8 @@ class WritePipeline:
         # made storable here: nothing about it may fail the write (see ``trigger_result``).
         stored = storable_trigger_result(result, handler.qn)
         self._jobs.place_triggered(request, plan.triggered, payload, user, handler.qn, stored)
+        for workflow in plan.workflows:
+            self._jobs.start_workflow(request, workflow, payload, user, trigger_name=handler.qn)
 
     def plan_of(self, handler: HandlerDef) -> WritePlan:
         """The write plan of ``handler`` (see ``write_plan``), made once."""

@@ -29,6 +29,7 @@ from asanoha.platform.model import (
 from asanoha.platform.model.agent import resolve_agent_exposure
 from asanoha.platform.model.agent_hints import derive_tool_hints
 from asanoha.platform.model.field_rules import has_rules
+from asanoha.platform.model.workflows import WorkflowDef
 from asanoha.platform.service.references import restricting
 from asanoha.platform.service.request import EntryHandler
 
@@ -58,6 +59,8 @@ class WritePlan:
     #: The jobs a committed call enqueues (in its transaction, through the outbox).
     triggered: tuple[JobDef, ...]
     steps: tuple[PlanStep, ...]
+    #: The workflows a committed call starts (their runs in its transaction).
+    workflows: tuple[WorkflowDef, ...] = ()
 
     def describe(self) -> str:
         """The plan as ``asanoha explain <qn>`` prints it: one numbered line per step."""
@@ -85,6 +88,7 @@ def build_write_plan(
     limit = handler.rate_limit or (None if declared_unlimited else default_rate_limit)
     approved = derive_tool_hints(handler).approval_required
     triggered = registry.jobs_triggered_by(handler.qn)
+    workflows = registry.workflows_triggered_by(handler.qn)
     steps: list[PlanStep] = [
         PlanStep(
             "admit",
@@ -128,6 +132,14 @@ def build_write_plan(
                 "job rows in the transaction: " + ", ".join(job.qn for job in triggered),
             )
         )
+    if workflows:
+        steps.append(
+            PlanStep(
+                "enqueue",
+                "platform/jobs/workflows.py",
+                "workflow runs in the transaction: " + ", ".join(flow.qn for flow in workflows),
+            )
+        )
     steps += [
         PlanStep("commit", "store/database.py", "the events, rows, job rows and key together"),
         PlanStep(
@@ -148,6 +160,7 @@ def build_write_plan(
         approved_for_agents=approved,
         triggered=triggered,
         steps=tuple(steps),
+        workflows=workflows,
     )
 
 

@@ -168,6 +168,11 @@ class Tables:
     token_revocations: Table
     #: Personal access tokens: the digest of each secret, its owner and scopes.
     access_tokens: Table
+    #: Workflow runs, their steps (the counters that start the next ones) and step items
+    #: (one per job row of a step, with its sealed result); see ``platform/jobs/workflows.py``.
+    workflow_runs: Table
+    workflow_steps: Table
+    workflow_items: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -357,6 +362,7 @@ def build_tables(registry: Registry) -> Tables:
         projections={projection.qn: projection.table for projection in registry.projections},
         token_revocations=_token_revocations_table(metadata),
         access_tokens=_access_tokens_table(metadata),
+        **_workflow_tables(metadata),
     )
 
 
@@ -475,6 +481,58 @@ def _cron_ticks_table(metadata: MetaData) -> Table:
         Column("opened_at", Timestamp, nullable=False),
         Column("done_at", Timestamp, nullable=True),
     )
+
+
+def _workflow_tables(metadata: MetaData) -> dict[str, Table]:
+    """A workflow run (``asanoha_workflow_runs``), the state and counters of each of its
+    steps (``asanoha_workflow_steps``), and one row per job row of a step
+    (``asanoha_workflow_items``: a mapped step has one per item) holding its sealed result."""
+    runs = Table(
+        "asanoha_workflow_runs",
+        metadata,
+        Column("id", Uuid, primary_key=True),
+        Column("workflow_qn", String(200), nullable=False),
+        Column("tenant_id", String(64), nullable=False),
+        # running, succeeded, failed, cancelled
+        Column("state", String(16), nullable=False),
+        Column("payload", Json, nullable=False),
+        # What every step's job row carries: tenant, who started it, the chain's origin.
+        Column("headers", Json, nullable=False),
+        # Steps not yet succeeded: the end that brings it to 0 ends the run.
+        Column("steps_left", Integer, nullable=False),
+        Column("result", Json, nullable=True),
+        Column("error", Text, nullable=True),
+        Column("failed_step", String(100), nullable=True),
+        Column("failed_item", Integer, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+        Column("finished_at", Timestamp, nullable=True),
+        Index("ix_asanoha_workflow_runs_state", "state", "created_at"),
+    )
+    steps = Table(
+        "asanoha_workflow_steps",
+        metadata,
+        Column("run_id", Uuid, primary_key=True),
+        Column("step", String(100), primary_key=True),
+        # waiting, running, succeeded, failed, cancelled
+        Column("state", String(16), nullable=False),
+        # Steps it comes after that have not succeeded: the end that brings it to 0 starts it.
+        Column("remaining", Integer, nullable=False),
+        # Its items not yet succeeded (``None``: not started).
+        Column("items_left", Integer, nullable=True),
+    )
+    items = Table(
+        "asanoha_workflow_items",
+        metadata,
+        Column("run_id", Uuid, primary_key=True),
+        Column("step", String(100), primary_key=True),
+        Column("item", Integer, primary_key=True),
+        Column("job_id", Uuid, nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("result", Json, nullable=True),
+        Column("error", Text, nullable=True),
+        Index("uq_asanoha_workflow_items_job", "job_id", unique=True),
+    )
+    return {"workflow_runs": runs, "workflow_steps": steps, "workflow_items": items}
 
 
 def _snapshots_table(metadata: MetaData) -> Table:

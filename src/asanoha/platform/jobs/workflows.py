@@ -1,0 +1,392 @@
+"""Workflow runs: the run row, its steps' counters, and the job rows of its steps.
+
+A run is a row of ``asanoha_workflow_runs``; each step a row of ``asanoha_workflow_steps``
+holding ``remaining`` (steps it comes after that have not succeeded) and ``items_left`` (its
+job rows not yet succeeded); each job row of a step a row of ``asanoha_workflow_items`` with
+its sealed result. Every transition runs in a transaction of its caller: ``start_run`` in
+the starting write's, ``step_ended`` in the one that ends the step's attempt on its job row
+(``attempts.JobRows.end``), ``cancel_run`` in the operator's.
+
+The barrier is a condition in the database: the end of a step's last item decrements each
+following step's ``remaining`` with one guarded ``UPDATE ... RETURNING``; the transaction
+that reads 0 back starts that step, so a fan-in starts exactly once however its
+predecessors' ends race (row locks on Postgres, the one writer on SQLite).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from asanoha.platform.jobs import clocks
+from asanoha.platform.jobs.control import cancel_job_row
+from asanoha.platform.jobs.enqueue import sealed, write_outbox
+from asanoha.platform.jobs.message import OutboxMessage
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
+from asanoha.platform.model.workflows import StepDef, WorkflowDef
+from asanoha.platform.personal.vault import reveal
+from asanoha.platform.store import Tables
+
+#: A step that waits for the steps it comes after.
+WAITING = "waiting"
+#: Headers of a step's job row that link it to its run.
+RUN_HEADER, STEP_HEADER, ITEM_HEADER = "workflow_run", "workflow_step", "workflow_item"
+
+WorkflowLookup = Callable[[str], WorkflowDef | None]
+
+
+class StepMapError(Exception):
+    """A step's ``map=`` raised or did not return a list."""
+
+
+@dataclass(frozen=True)
+class MapContext:
+    """What a step's ``map=`` reads: the run's payload and the results of earlier steps."""
+
+    run_id: uuid.UUID
+    payload: Mapping[str, Any]
+    results: Mapping[str, Any]
+
+
+def start_run(
+    conn: Connection,
+    tables: Tables,
+    workflow: WorkflowDef,
+    payload: dict[str, Any],
+    headers: dict[str, Any],
+    *,
+    run_id: uuid.UUID | None = None,
+) -> tuple[uuid.UUID, list[OutboxMessage]]:
+    """Write a run of ``workflow`` on ``payload`` and its first steps' job rows in
+    ``conn``'s transaction. Returns the run's id and the messages to publish after commit."""
+    run_id = run_id or uuid.uuid4()
+    now = clocks.now()
+    conn.execute(
+        insert(tables.workflow_runs).values(
+            id=run_id,
+            workflow_qn=workflow.qn,
+            tenant_id=str(headers.get("tenant_id") or ""),
+            state=RUNNING,
+            payload=sealed(conn, payload),
+            headers=headers,
+            steps_left=len(workflow.steps),
+            created_at=now,
+        )
+    )
+    conn.execute(
+        insert(tables.workflow_steps),
+        [
+            {"run_id": run_id, "step": step.name, "state": WAITING, "remaining": len(step.after)}
+            for step in workflow.steps.values()
+        ],
+    )
+    run = _Run(run_id, workflow, payload, headers)
+    messages: list[OutboxMessage] = []
+    for step in workflow.first_steps:
+        messages.extend(_start_step(conn, tables, run, step, publish=True))
+    return run_id, messages
+
+
+def step_ended(
+    conn: Connection,
+    tables: Tables,
+    workflow_of: WorkflowLookup,
+    row_id: uuid.UUID,
+    state: str,
+    result: Any,
+    error: str | None,
+) -> list[OutboxMessage]:
+    """The end of an attempt of the step job row ``row_id`` (``state`` pending: another
+    attempt follows; succeeded, failed or cancelled), in
+    the transaction that ends it: its item's state and result; when it was its step's last
+    item, the step's end, which starts each following step whose last predecessor it was.
+    Returns the messages of the job rows it placed, for its caller to publish after commit
+    (the relay sends them should that fail)."""
+    items, runs = tables.workflow_items, tables.workflow_runs
+    item = conn.execute(select(items).where(items.c.job_id == row_id)).first()
+    if item is None or item.state != PENDING:
+        return []
+    run_id = uuid.UUID(str(item.run_id))
+    # Every transition of a run takes its row first (after the job row an end holds), and
+    # a cancel skips the job rows an end holds: so ends and cancels of one run never wait
+    # on each other in a circle.
+    run_state = conn.execute(
+        select(runs.c.state).where(runs.c.id == run_id).with_for_update()
+    ).scalar()
+    if state == PENDING:
+        # Another attempt follows; a run that ended meanwhile (its cancel skipped this row
+        # while its attempt was ending) has no use for it.
+        if run_state != RUNNING and cancel_job_row(conn, tables, row_id, PENDING) == CANCELLED:
+            conn.execute(update(items).where(items.c.job_id == row_id).values(state=CANCELLED))
+        return []
+    stored = sealed(conn, result) if state == SUCCEEDED else None
+    conn.execute(
+        update(items)
+        .where(items.c.job_id == row_id, items.c.state == PENDING)
+        .values(state=state, result=stored, error=error)
+    )
+    if state == FAILED:
+        _end_run(conn, tables, run_id, FAILED, error=error, step=item.step, item=item.item)
+        return []
+    if state == CANCELLED:
+        # An operator cancelled the step's job row (``app.jobs.cancel``): the run is
+        # cancelled with it, never left running for a step that will not end.
+        _end_run(conn, tables, run_id, CANCELLED, step=item.step, item=item.item)
+        return []
+    if state != SUCCEEDED:
+        return []
+    steps = tables.workflow_steps
+    left = conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.step == item.step, steps.c.state == RUNNING)
+        .values(items_left=steps.c.items_left - 1)
+        .returning(steps.c.items_left)
+    ).scalar()
+    if left != 0:
+        return []
+    return _step_succeeded(conn, tables, workflow_of, run_id, item.step)
+
+
+def job_row_cancelled(conn: Connection, tables: Tables, job_id: uuid.UUID) -> None:
+    """The pending job row ``job_id`` was cancelled (``control.cancel_job_row``), in
+    ``conn``'s transaction: when it is a step's, its run is cancelled with it."""
+    items = tables.workflow_items
+    found = conn.execute(
+        select(items.c.run_id).where(items.c.job_id == job_id, items.c.state == PENDING)
+    ).scalar()
+    if found is not None:
+        _end_run(conn, tables, uuid.UUID(str(found)), CANCELLED)
+
+
+def cancel_run(conn: Connection, tables: Tables, run_id: uuid.UUID) -> bool:
+    """Cancel the running run ``run_id``: its pending step rows at once, its running ones
+    through ``ctx.cancel_requested``. Returns whether it was running."""
+    return _end_run(conn, tables, run_id, CANCELLED)
+
+
+def results_of(
+    conn: Connection, tables: Tables, workflow: WorkflowDef, run_id: uuid.UUID, names: Sequence[str]
+) -> dict[str, Any]:
+    """The stored (sealed) results of the steps ``names`` that succeeded: a mapped step's as
+    the list of its items' results, in item order."""
+    items = tables.workflow_items
+    rows = conn.execute(
+        select(items.c.step, items.c.item, items.c.result)
+        .where(items.c.run_id == run_id, items.c.step.in_(list(names)))
+        .order_by(items.c.step, items.c.item)
+    ).all()
+    by_step: dict[str, list[Any]] = {}
+    for row in rows:
+        by_step.setdefault(row.step, []).append(row.result)
+    found: dict[str, Any] = {}
+    for name in names:
+        step = workflow.steps.get(name)
+        if step is None:
+            continue
+        values = by_step.get(name, [])
+        found[name] = values if step.map is not None else (values[0] if values else None)
+    return found
+
+
+@dataclass
+class _Run:
+    id: uuid.UUID
+    workflow: WorkflowDef
+    payload: dict[str, Any]
+    headers: dict[str, Any]
+    #: Results read so far (revealed), by step.
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+def _step_succeeded(
+    conn: Connection, tables: Tables, workflow_of: WorkflowLookup, run_id: uuid.UUID, name: str
+) -> list[OutboxMessage]:
+    steps, runs = tables.workflow_steps, tables.workflow_runs
+    conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.step == name, steps.c.state == RUNNING)
+        .values(state=SUCCEEDED)
+    )
+    row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+    if row is None or row.state != RUNNING:
+        return []
+    workflow = workflow_of(row.workflow_qn)
+    if workflow is None:
+        _end_run(conn, tables, run_id, FAILED, error=f"{row.workflow_qn} is not declared")
+        return []
+    run = _Run(run_id, workflow, reveal(conn, row.payload), dict(row.headers))
+    left = conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.state == RUNNING)
+        .values(steps_left=runs.c.steps_left - 1)
+        .returning(runs.c.steps_left)
+    ).scalar()
+    if left == 0:
+        result = results_of(conn, tables, workflow, run_id, [name])[name]
+        conn.execute(
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.state == RUNNING)
+            .values(state=SUCCEEDED, result=result, finished_at=clocks.now())
+        )
+        return []
+    messages: list[OutboxMessage] = []
+    for following in workflow.successors(name):
+        remaining = conn.execute(
+            update(steps)
+            .where(
+                steps.c.run_id == run_id,
+                steps.c.step == following.name,
+                steps.c.remaining > 0,
+            )
+            .values(remaining=steps.c.remaining - 1)
+            .returning(steps.c.remaining)
+        ).scalar()
+        if remaining == 0:
+            messages.extend(_start_step(conn, tables, run, following, publish=True))
+            if _run_state(conn, tables, run_id) != RUNNING:
+                return []
+    return messages
+
+
+def _start_step(
+    conn: Connection, tables: Tables, run: _Run, step: StepDef, *, publish: bool
+) -> list[OutboxMessage]:
+    """Write the job rows of ``step`` (one per item of a mapped step); the messages.
+
+    A mapped step with no item succeeds at once (its result: the empty list)."""
+    steps, items_table = tables.workflow_steps, tables.workflow_items
+    if step.map is None:
+        payloads: list[dict[str, Any]] = [run.payload]
+    else:
+        try:
+            items = _items_of(conn, tables, run, step)
+        except StepMapError as exc:
+            _end_run(conn, tables, run.id, FAILED, error=str(exc), step=step.name)
+            return []
+        payloads = [{"item": item} for item in items]
+    conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run.id, steps.c.step == step.name)
+        .values(state=RUNNING, items_left=len(payloads))
+    )
+    if not payloads:
+        conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run.id, steps.c.step == step.name)
+            .values(state=SUCCEEDED)
+        )
+        return []
+    countdown = step.sleep or 0.0
+    messages = [
+        OutboxMessage(
+            id=uuid.uuid4(),
+            job_qn=step.qn,
+            payload=payload,
+            headers={
+                **run.headers,
+                RUN_HEADER: str(run.id),
+                STEP_HEADER: step.name,
+                ITEM_HEADER: index,
+            },
+            countdown=countdown,
+            # A sleep waits in the database, not in the broker.
+            by_broker=publish and countdown <= 0,
+        )
+        for index, payload in enumerate(payloads)
+    ]
+    write_outbox(conn, tables, messages)
+    conn.execute(
+        insert(items_table),
+        [
+            {
+                "run_id": run.id,
+                "step": step.name,
+                "item": index,
+                "job_id": message.id,
+                "state": PENDING,
+            }
+            for index, message in enumerate(messages)
+        ],
+    )
+    return [message for message in messages if message.by_broker]
+
+
+def _items_of(conn: Connection, tables: Tables, run: _Run, step: StepDef) -> list[Any]:
+    earlier = run.workflow.earlier(step.name)
+    missing = [name for name in earlier if name not in run.results]
+    if missing:
+        stored = results_of(conn, tables, run.workflow, run.id, missing)
+        run.results.update(reveal(conn, stored))
+    context = MapContext(run.id, run.payload, {name: run.results[name] for name in earlier})
+    assert step.map is not None
+    try:
+        items = step.map(context)
+    except Exception as exc:
+        raise StepMapError(f"map= of step {step.qn} raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(items, list | tuple):
+        raise StepMapError(f"map= of step {step.qn} must return a list, not {type(items).__name__}")
+    return list(items)
+
+
+def _run_state(conn: Connection, tables: Tables, run_id: uuid.UUID) -> str | None:
+    runs = tables.workflow_runs
+    found = conn.execute(select(runs.c.state).where(runs.c.id == run_id)).scalar()
+    return None if found is None else str(found)
+
+
+def _end_run(
+    conn: Connection,
+    tables: Tables,
+    run_id: uuid.UUID,
+    state: str,
+    *,
+    error: str | None = None,
+    step: str | None = None,
+    item: int | None = None,
+) -> bool:
+    """End the running run as ``state`` (failed or cancelled): its unfinished steps and
+    their job rows are cancelled. Returns whether it was running."""
+    runs, steps, items = tables.workflow_runs, tables.workflow_steps, tables.workflow_items
+    ended = conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.state == RUNNING)
+        .values(
+            state=state,
+            error=error,
+            failed_step=step,
+            failed_item=item,
+            finished_at=clocks.now(),
+        )
+    ).rowcount
+    if not ended:
+        return False
+    if step is not None and state == FAILED:
+        conn.execute(
+            update(steps).where(steps.c.run_id == run_id, steps.c.step == step).values(state=FAILED)
+        )
+    conn.execute(
+        update(steps)
+        .where(steps.c.run_id == run_id, steps.c.state.in_((WAITING, RUNNING)))
+        .values(state=CANCELLED)
+    )
+    outbox = tables.outbox
+    open_rows = conn.execute(
+        select(items.c.job_id, outbox.c.state)
+        .join(outbox, outbox.c.id == items.c.job_id)
+        .where(items.c.run_id == run_id, items.c.state == PENDING)
+        # A row an attempt's end holds is skipped: that end sees the run ended (above).
+        .with_for_update(of=outbox, skip_locked=True)
+    ).all()
+    for row in open_rows:
+        job_id = uuid.UUID(str(row.job_id))
+        if cancel_job_row(conn, tables, job_id, row.state) == CANCELLED:
+            conn.execute(
+                update(items)
+                .where(items.c.job_id == job_id, items.c.state == PENDING)
+                .values(state=CANCELLED)
+            )
+    return True

@@ -1,0 +1,178 @@
+"""``App.workflows``: start a run, read it, cancel it.
+
+The run's rows belong to ``platform/jobs/workflows.py``; this module opens the unit of work
+they are written in and reads a run for its callers, its results revealed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from asanoha.platform.errors import NotFoundError, Reasons
+from asanoha.platform.jobs import workflows
+from asanoha.platform.model import SessionUser
+from asanoha.platform.service.request import Request
+
+if TYPE_CHECKING:
+    from asanoha.platform.service.dispatch import Service
+
+
+@dataclass(frozen=True)
+class StepItem:
+    """One job row of a step (a mapped step has one per item)."""
+
+    item: int
+    job_id: uuid.UUID
+    state: str
+    attempts: int
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """A step of a run: its state, attempts (summed over its items), its result (a mapped
+    step's: the list of its items' results, in item order) or error, and its items."""
+
+    name: str
+    state: str
+    attempts: int
+    result: Any = None
+    error: str | None = None
+    items: tuple[StepItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkflowRun:
+    """A run as ``app.workflows.get`` reads it."""
+
+    id: uuid.UUID
+    workflow: str
+    state: str
+    steps: dict[str, StepRun] = field(default_factory=dict)
+    #: The last step's result (a succeeded run).
+    result: Any = None
+    error: str | None = None
+    failed_step: str | None = None
+    failed_item: int | None = None
+    created_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+
+
+class Workflows:
+    """Workflow runs of one application."""
+
+    def __init__(self, service: Service, operator_tenant: str) -> None:
+        self._service = service
+        self._operator_tenant = operator_tenant
+
+    def start(
+        self,
+        workflow_qn: str,
+        payload: dict[str, Any] | None = None,
+        user: SessionUser | None = None,
+        *,
+        within: Request | None = None,
+    ) -> uuid.UUID:
+        """Start a run of ``workflow_qn`` on ``payload`` as ``user`` (default: the operator
+        tenant's system user); its id. Inside ``within`` (a running write) the run starts
+        with that write's commit. Raises ``NotFoundError`` (404 ``workflow_not_found``)."""
+        acting = user or (
+            within.user if within is not None else SessionUser.system(self._operator_tenant)
+        )
+        return self._service.start_workflow(workflow_qn, dict(payload or {}), acting, parent=within)
+
+    def cancel(self, run_id: uuid.UUID | str) -> WorkflowRun:
+        """Cancel a running run: its steps not yet started never start, its pending job
+        rows are cancelled and its running ones asked to stop (``ctx.cancel_requested``).
+        A finished run is left as it is. Returns the run as it stands afterwards."""
+        run_id = _run_id(run_id)
+        with self._service.unit_of_work(SessionUser.system(self._operator_tenant)) as request:
+            self._row(request.conn, run_id)
+            workflows.cancel_run(request.conn, self._service.tables, run_id)
+        return self.get(run_id)
+
+    def get(self, run_id: uuid.UUID | str) -> WorkflowRun:
+        """The run ``run_id``: its state, each step's state, attempts and result or error,
+        and the run's result. Raises ``NotFoundError`` (404 ``workflow_run_not_found``)."""
+        run_id = _run_id(run_id)
+        tables = self._service.tables
+        items, outbox = tables.workflow_items, tables.outbox
+        engine = self._service.database.engine
+        with engine.connect() as conn:
+            run = self._row(conn, run_id)
+            step_rows = conn.execute(
+                select(tables.workflow_steps).where(tables.workflow_steps.c.run_id == run_id)
+            ).all()
+            item_rows = conn.execute(
+                select(items, outbox.c.attempt)
+                .join(outbox, outbox.c.id == items.c.job_id, isouter=True)
+                .where(items.c.run_id == run_id)
+                .order_by(items.c.step, items.c.item)
+            ).all()
+        reveal = self._service.personal.reveal_detached
+        workflow = self._service.registry.workflow(run.workflow_qn)
+        by_step: dict[str, list[StepItem]] = {}
+        for row in item_rows:
+            by_step.setdefault(row.step, []).append(
+                StepItem(
+                    row.item,
+                    uuid.UUID(str(row.job_id)),
+                    row.state,
+                    int(row.attempt or 0),
+                    reveal(engine, row.result),
+                    row.error,
+                )
+            )
+        steps: dict[str, StepRun] = {}
+        for step_row in step_rows:
+            found = by_step.get(step_row.step, [])
+            declared = None if workflow is None else workflow.steps.get(step_row.step)
+            mapped = declared is not None and declared.map is not None
+            results = [item.result for item in found]
+            errors = [item.error for item in found if item.error]
+            steps[step_row.step] = StepRun(
+                step_row.step,
+                step_row.state,
+                sum(item.attempts for item in found),
+                results if mapped else (results[0] if results else None),
+                errors[0] if errors else None,
+                tuple(found),
+            )
+        if workflow is not None:
+            # In declaration order.
+            steps = {name: steps[name] for name in workflow.steps if name in steps}
+        return WorkflowRun(
+            uuid.UUID(str(run.id)),
+            run.workflow_qn,
+            run.state,
+            steps,
+            reveal(engine, run.result),
+            run.error,
+            run.failed_step,
+            run.failed_item,
+            run.created_at,
+            run.finished_at,
+        )
+
+    def _row(self, conn: Any, run_id: uuid.UUID) -> Any:
+        runs = self._service.tables.workflow_runs
+        row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id))
+        return row
+
+
+def _run_id(run_id: uuid.UUID | str) -> uuid.UUID:
+    """``run_id`` as a UUID (a text that is none: 404 ``workflow_run_not_found``)."""
+    if isinstance(run_id, uuid.UUID):
+        return run_id
+    try:
+        return uuid.UUID(str(run_id))
+    except ValueError:
+        raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id)) from None
