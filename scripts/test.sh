@@ -41,7 +41,8 @@ scripts/services.sh
 scripts/browser.sh
 scripts/venv.sh
 : > "$failures"
-set -- -p tests.failures_file "$@"
+# The slowest tests of each run are listed at its end, to keep the suite's time in view.
+set -- -p tests.failures_file --durations=15 "$@"
 workers=${ASANOHA_TEST_WORKERS:-2}
 case "$workers" in
   '' | *[!0-9]*) echo "ASANOHA_TEST_WORKERS must be a number of workers, not '$workers'" >&2; exit 2 ;;
