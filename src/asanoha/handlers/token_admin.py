@@ -78,6 +78,8 @@ def _refuse(field: str, message: str) -> ValidationError:
     "create",
     access=OWN_TOKENS,
     agent=Agent(risk="high"),
+    # The answer holds the new token: kept for replays, it would sit in plain text.
+    answer_once="the token is shown once and stored only as its digest",
     description="Create a personal access token with QN-pattern scopes; the token is answered once.",
 )
 def create(payload: CreateToken, ctx: WriteContext) -> dict[str, Any]:

@@ -215,3 +215,21 @@ def test_a_token_made_without_roles_is_granted_its_scopes_only(stack: Stack) -> 
     assert listing(stack.http.client, bearer(token)) == (403, "role_required")
     [row] = store_of(stack).list("tenant-a")
     assert row["roles"] is None
+
+
+def test_creating_a_token_with_an_idempotency_key_is_refused_and_keeps_nothing(
+    stack: Stack,
+) -> None:
+    # Kept for replays, the answer would hold the new token in plain text.
+    keyed = {"Idempotency-Key": "make-ci-token"}
+    payload = {"name": "ci", "scopes": ["catalog:query:*"]}
+    with stack.nothing_written():
+        error = stack.http.write_err("tokens:write:create", payload, TestUsers.user, keyed)
+    assert_error(error, 400, "validation_error", "idempotency_key_not_kept")
+    assert error.details == {"handler": "tokens:write:create"}
+    with stack.nothing_written():
+        answer = stack.http.batch([("tokens:write:create", payload)], TestUsers.user, keyed)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["reason"] == "idempotency_key_not_kept"
+    # Without a key it is made, and answered once.
+    assert stack.http.write_ok("tokens:write:create", payload, TestUsers.user)["token"]

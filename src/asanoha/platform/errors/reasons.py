@@ -12,6 +12,7 @@ class Reasons(StrEnum):
     JSON_TOO_DEEP = "json_too_deep"
     IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
     IDEMPOTENCY_KEY_ANONYMOUS = "idempotency_key_anonymous"
+    IDEMPOTENCY_KEY_NOT_KEPT = "idempotency_key_not_kept"
     READ_AFTER_INVALID = "read_after_invalid"
     # 401
     TOKEN_MISSING = "token_missing"

@@ -284,6 +284,7 @@ class Feature:
         rate_limit: RateLimit | None = None,
         reason: str | None = None,
         personal: Collection[str] = (),
+        answer_once: str | None = None,
     ) -> Callable[[F], F]:
         """Register ``func(payload, ctx: WriteContext)`` as ``<feature>:write:<name>``.
 
@@ -297,6 +298,9 @@ class Feature:
         anonymous callers must declare one, or ``rate_limit=None, reason="<why none>"``.
         ``personal=["email", ...]``: payload fields that carry personal values, shown as
         ``[personal]`` in the stored summary of an approval of the call.
+        ``answer_once="<reason>"``: its answer carries a secret shown once (a new token), so
+        it is never kept for idempotent replays: a call with an idempotency key answers 400
+        ``idempotency_key_not_kept``.
         """
         qn = make_qn(self.name, "write", name)
         return self._handler(
@@ -313,6 +317,7 @@ class Feature:
             rate_limit=_rate_limit(rate_limit, qn),
             rate_limit_reason=reason,
             personal_payload=_personal_payload(personal, qn),
+            answer_once=_reason_or_none(answer_once, qn, "answer_once"),
         )
 
     def query_handler(
@@ -369,6 +374,7 @@ class Feature:
         rate_limit_reason: str | None = None,
         replica: bool = False,
         personal_payload: frozenset[str] = frozenset(),
+        answer_once: str | None = None,
     ) -> Callable[[F], F]:
         qn = make_qn(self.name, kind, name)
         self._check_open(f"handler {qn!r}")
@@ -397,6 +403,7 @@ class Feature:
                     rate_limit_reason=rate_limit_reason,
                     replica=replica,
                     personal_payload=personal_payload,
+                    answer_once=answer_once,
                 )
             )
             return func

@@ -99,6 +99,9 @@ class HandlerDef:
     #: The payload fields of a custom write handler that carry personal values: the stored
     #: summary of an approval of its call shows ``[personal]`` for them.
     personal_payload: frozenset[str] = frozenset()
+    #: Why the handler's answer must never be kept (it carries a credential shown once):
+    #: a call with an idempotency key is refused rather than stored for its replays.
+    answer_once: str | None = None
 
     def __post_init__(self) -> None:
         # Every way of defining a handler (decorator, crud) ends here: one place refuses

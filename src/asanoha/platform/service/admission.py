@@ -6,6 +6,7 @@ rate limit (429). And the request a top-level dispatch opens.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic
@@ -40,6 +41,15 @@ class Admission:
         self._switches = switches
         #: Counts the calls of handlers that declare ``rate_limit=`` (Redis).
         self.rate_limiter = rate_limiter
+
+    def answering_once(self, qns: Sequence[str]) -> HandlerDef | None:
+        """The first of ``qns`` whose handler's answer is never kept (``answer_once``), if
+        any: a batch holding it cannot be sent with an idempotency key."""
+        for qn in qns:
+            handler = self._registry.find_handler(qn)
+            if handler is not None and handler.answer_once is not None:
+                return handler
+        return None
 
     def admit(
         self,

@@ -119,7 +119,12 @@ class IdempotencyKey:
 
 
 def key_of(
-    key: str | None, handler_qn: str, user: SessionUser, payload_digest: Callable[[], str]
+    key: str | None,
+    handler_qn: str,
+    user: SessionUser,
+    payload_digest: Callable[[], str],
+    *,
+    answer_once: str | None = None,
 ) -> IdempotencyKey | None:
     """The caller's key for a write of ``handler_qn`` (``None``: no key sent).
 
@@ -136,6 +141,9 @@ def key_of(
         return None
     if user.is_anonymous:
         raise ValidationError(Reasons.IDEMPOTENCY_KEY_ANONYMOUS, handler=handler_qn)
+    if answer_once is not None:
+        # Its answer (a secret shown once) would be stored in plain text for every replay.
+        raise ValidationError(Reasons.IDEMPOTENCY_KEY_NOT_KEPT, handler=handler_qn)
     payload = payload_digest()
     digest = payload[:_HALF] + _access_digest(user)[:_HALF]
     return IdempotencyKey(user.tenant_id, user.id, handler_qn, key, digest, payload)

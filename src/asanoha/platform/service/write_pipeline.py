@@ -126,7 +126,11 @@ class WritePipeline:
                 qn, "write", payload, user, parent.conn, nested=True
             )
             key = idempotency.key_of(
-                idempotency_key, handler.qn, user, lambda: payload_digest(model)
+                idempotency_key,
+                handler.qn,
+                user,
+                lambda: payload_digest(model),
+                answer_once=handler.answer_once,
             )
             return self._run_nested(parent, handler, model, user, key, replay)
         meta = meta or RequestMeta()
@@ -157,7 +161,11 @@ class WritePipeline:
             if plan.rate_limited:
                 self._admission.check_rate(handler, user, meta)
             key = idempotency.key_of(
-                idempotency_key, handler.qn, user, lambda: payload_digest(model)
+                idempotency_key,
+                handler.qn,
+                user,
+                lambda: payload_digest(model),
+                answer_once=handler.answer_once,
             )
             opened: list[Request] = []
 
@@ -220,11 +228,13 @@ class WritePipeline:
         key: idempotency.IdempotencyKey | None = None
         if idempotency_key is not None:
             digest = idempotency.digest_of([[qn, payload] for qn, payload in items])
+            once = self._admission.answering_once([qn for qn, _ in items])
             key = idempotency.key_of(
                 idempotency.check_key(idempotency_key),
-                idempotency.BATCH_SCOPE,
+                idempotency.BATCH_SCOPE if once is None else once.qn,
                 user,
                 lambda: digest,
+                answer_once=None if once is None else once.answer_once,
             )
         holder: list[Request] = []
 
