@@ -69,3 +69,13 @@ def browser() -> Iterator[BrowserContext]:
     ``browser.new_page()``."""
     with chromium_context() as context:
         yield context
+
+
+@pytest.fixture(autouse=True)
+def no_log_fields_from_an_earlier_test() -> None:
+    """Start every test with no log fields bound: a job attempt run in this thread leaves its
+    fields bound for the worker's lines about how it ended (a Celery worker's next task
+    clears them), and a later test in the same process must not inherit them."""
+    from asanoha.platform.log_context import clear_log_fields
+
+    clear_log_fields()
