@@ -282,7 +282,7 @@ def test_an_operator_retries_a_failed_job_and_restarts_a_dead_consumer_in_the_co
 
     # Another tenant's SystemAdmin sees none of it.
     page.click("button:has-text('Sign out')")
-    page.wait_for_url(f"{desk.url}/console/login")
+    page.wait_for_url(f"{desk.url}/console/login?notice=signed-out")
     sign_in(page, desk, OTHER_ADMIN)
     assert page.locator("#tenant").inner_text() == OTHER_TENANT
     assert page.locator("#job-rows tbody tr").inner_text() == "No job rows match."
