@@ -65,7 +65,7 @@ BENCHMARKS = (
     Benchmark("aggregates.py", quick=("--quick",)),
     Benchmark("partitioned_consumer.py", quick=("--events", "2000", "--rounds", "1")),
     Benchmark("consumer_wakes.py", quick=("--quick",)),
-    # The live feed: commit -> receipt with 1, 100, 1,000 clients (quick: 1 and 20).
+    # The live feed: commit -> receipt with 1, 100, 1,000 clients (quick: 1 and 5).
     Benchmark("stream.py", quick=("--quick",)),
     # API processes, workers and a partitioned consumer scaled 1 -> 2 -> 4 (quick: 1 -> 2).
     Benchmark("fleet.py", quick=("--quick", "--counts", "1", "2")),

@@ -306,11 +306,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spacing", type=float, default=0.05, help="seconds between them")
     parser.add_argument("--seconds", type=float, default=5.0, help="throughput phase")
     parser.add_argument("--database-url", default=ADMIN_URL)
-    parser.add_argument("--quick", action="store_true", help="1 and 20 clients, 10 writes")
+    parser.add_argument("--quick", action="store_true", help="1 and 5 clients, 5 writes")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     if args.quick:
-        args.clients, args.writes, args.seconds = [1, 20], 10, 1.0
+        args.clients, args.writes, args.seconds = [1, 5], 5, 0.5
     print(describe_setup(args.database_url), f"(pid {os.getpid()})")
     write_figures(args.json, run(args))
 
