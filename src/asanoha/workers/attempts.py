@@ -30,7 +30,6 @@ from asanoha.platform.jobs.attempts import (
     RunStatus,
     Unclaimed,
     describe_error,
-    new_claim_token,
     sanitize_error,
 )
 from asanoha.platform.jobs.publishing import mark_published
@@ -396,13 +395,8 @@ class AttemptRunner:
         tenant = headers.get("tenant_id")
         tenant_id = tenant if isinstance(tenant, str) else None
         error = describe_error(exc)
-        # A token of its own: this end, sent again after a lost reply, is recognised as
-        # written, and the lost process's late end is not. It holds the attempt only while
-        # the row still carries the lost claim's token.
         started = running.started_at or dt.datetime.now(dt.UTC)
-        claim = Claim(
-            job.qn, {}, headers, None, started, new_claim_token(), lost_token=running.token
-        )
+        claim = Claim.of_lost(job.qn, headers, started, running.token)
         attempt = running.attempt
         if attempt > job.retries:
             end = AttemptEnd("failed", FAILED, error)

@@ -122,6 +122,15 @@ class Claim:
     #: The row's priority: the next attempt's message carries it (``None``: its job's).
     priority: int | None = None
 
+    @classmethod
+    def of_lost(
+        cls, job_qn: str, headers: Mapping[str, Any], started: dt.datetime, lost_token: str
+    ) -> Claim:
+        """The claim that ends a crashed attempt: a token of its own (this end, sent again
+        after a lost reply, is recognised as written, and the lost process's late end is
+        not), holding the attempt only while the row still carries the lost claim's token."""
+        return cls(job_qn, {}, headers, None, started, new_claim_token(), lost_token=lost_token)
+
     @property
     def held_token(self) -> str:
         """The token the row carries while the attempt this end ends is running."""

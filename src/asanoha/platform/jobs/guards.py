@@ -75,6 +75,12 @@ def unpublished(outbox: Table) -> ColumnElement[bool]:
     return outbox.c.published_at.is_(None)
 
 
+def relayable(outbox: Table, now: Param) -> ColumnElement[bool]:
+    """The relay may publish it: pending, unpublished, its relay clock reached (a fresh row
+    is left to its writer, which publishes it right after commit)."""
+    return and_(outbox.c.state == PENDING, unpublished(outbox), outbox.c.relay_after <= now)
+
+
 def waiting(outbox: Table) -> ColumnElement[bool]:
     """Left waiting for a busy key or a pause by a claim: pending, unpublished, carrying
     ``WAITING_TOKEN`` until the end that frees its key wakes it."""

@@ -84,11 +84,7 @@ def relay_outbox(
         select(
             outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.not_before, outbox.c.priority
         )
-        .where(
-            outbox.c.state == PENDING,
-            guards.unpublished(outbox),
-            outbox.c.relay_after <= now,
-        )
+        .where(guards.relayable(outbox, now))
         # Higher priorities first, then the longest waiting (sorts the due rows: a backlog
         # of due rows costs a sort per pass).
         .order_by(func.coalesce(outbox.c.priority, 0).desc(), outbox.c.relay_after)

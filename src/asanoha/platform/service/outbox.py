@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, or_, select
 
+from asanoha.platform.jobs import guards
 from asanoha.platform.jobs.message import OutboxMessage, OutboxPublisher, publish_each
 from asanoha.platform.jobs.publishing import mark_published
 from asanoha.platform.jobs.retention import boot_key
@@ -175,16 +176,12 @@ def due_backlog(conn: Connection, tables: Tables) -> DueBacklog:
     """The due, unpublished job rows, in one statement, as the relay sees them.
 
     Due: pending, unpublished, its attempt may start (``not_before``; a retry waiting in the
-    row for its backoff is not late) and the relay may take it (``relay_after``; a fresh
-    row is left to its writer, which publishes it right after commit).
+    row for its backoff is not late) and the relay may take it (``guards.relayable``).
     """
     outbox = tables.outbox
     now = dt.datetime.now(dt.UTC)
     query = select(func.min(outbox.c.not_before), func.count()).where(
-        outbox.c.state == PENDING,
-        outbox.c.published_at.is_(None),
-        outbox.c.not_before <= now,
-        outbox.c.relay_after <= now,
+        guards.relayable(outbox, now), outbox.c.not_before <= now
     )
     oldest, rows = conn.execute(query).one()
     if oldest is None:
