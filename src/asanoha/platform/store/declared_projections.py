@@ -25,7 +25,12 @@ from asanoha.platform.model import Registry
 from asanoha.platform.model.projections import ProjectionDef
 from asanoha.platform.store.database import Database
 from asanoha.platform.store.events import StoredEvent, read_events
-from asanoha.platform.store.rebuild import REBUILD_BATCH, RebuildProgress, swap_for
+from asanoha.platform.store.rebuild import (
+    REBUILD_BATCH,
+    RebuildProgress,
+    replay_into_shadow,
+    swap_for,
+)
 from asanoha.platform.store.tables import Tables
 
 
@@ -73,19 +78,9 @@ def rebuild_declared_projection(
     swap = swap_for(database.dialect)
     shadow = swap.shadow_of(live)
     report = progress or (lambda _: None)
-    with database.begin() as conn:
-        shadow.drop(conn, checkfirst=True)
-        shadow.create(conn)
     replay = _Replay(tables, projection, shadow)
     try:
-        with database.connect() as conn:
-            total = replay.count(conn)
-        while True:
-            with database.begin() as conn:
-                read = replay.next_batch(conn, batch)
-            report(RebuildProgress("replay", replay.replayed, max(total, replay.replayed)))
-            if read < batch:
-                break
+        total = replay_into_shadow(database, shadow, replay, batch, report)
         with database.begin() as conn:
             swap.lock(conn, live)
             before = replay.replayed

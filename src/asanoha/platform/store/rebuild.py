@@ -88,6 +88,41 @@ class RebuildResult:
     kept_table: str | None
 
 
+class ShadowReplay(Protocol):
+    """Events replayed into a shadow table in batches, as a rebuild's first phase reads them."""
+
+    @property
+    def replayed(self) -> int: ...
+
+    def count(self, conn: Connection) -> int: ...
+
+    def next_batch(self, conn: Connection, batch: int) -> int: ...
+
+
+def replay_into_shadow(
+    database: Database,
+    shadow: Table,
+    replay: ShadowReplay,
+    batch: int,
+    report: Callable[[RebuildProgress], None],
+) -> int:
+    """A rebuild's first phase, beside live writes: make ``shadow`` empty, then replay into
+    it one batch per transaction (no lock on the live table) until a batch comes back short;
+    returns how many events there were to replay when it began. The events written
+    meanwhile are caught up under the lock, by the caller."""
+    with database.begin() as conn:
+        shadow.drop(conn, checkfirst=True)
+        shadow.create(conn)
+    with database.connect() as conn:
+        total = replay.count(conn)
+    while True:
+        with database.begin() as conn:
+            read = replay.next_batch(conn, batch)
+        report(RebuildProgress("replay", replay.replayed, max(total, replay.replayed)))
+        if read < batch:
+            return total
+
+
 def rebuild_guarded(
     database: Database,
     tables: Tables,
@@ -106,19 +141,9 @@ def rebuild_guarded(
     swap = swap_for(database.dialect)
     shadow = swap.shadow_of(live)
     report = progress or (lambda _: None)
-    with database.begin() as conn:
-        shadow.drop(conn, checkfirst=True)
-        shadow.create(conn)
     replay = _Replay(tables, entity_def, shadow, tenant_id)
     try:
-        with database.connect() as conn:
-            total = replay.count(conn)
-        while True:
-            with database.begin() as conn:
-                read = replay.next_batch(conn, batch)
-            report(RebuildProgress("replay", replay.replayed, max(total, replay.replayed)))
-            if read < batch:
-                break
+        total = replay_into_shadow(database, shadow, replay, batch, report)
         with database.begin() as conn:
             swap.lock(conn, live)
             before = replay.replayed
