@@ -3,14 +3,19 @@ and gets nothing twice, a late commit below a sent position included, in per-str
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import pytest
+from sqlalchemy import func, select
 
+from asanoha.platform.feed import hub
+from asanoha.platform.feed.reader import Batch
 from asanoha.platform.store import append_event
 from asanoha.testing import Stack, TestUsers
 from tests.integration.feed.conftest import Served
 from tests.integration.feed.sse_client import open_stream
+from tests.integration.workers.conftest import wait_until
 
 ADMIN = TestUsers.admin
 
@@ -66,6 +71,65 @@ def test_a_bad_position_is_refused(stack: Stack, served: Served) -> None:
     assert error["details"]["fields"][0]["path"] == "after"
     unauthenticated = httpx.get(f"{served.base_url}/api/stream")
     assert unauthenticated.status_code == 401
+
+
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
+def test_a_stream_cut_while_it_catches_up_sends_no_live_event_past_a_hole(
+    stack: Stack, served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live events queue while a resuming client catches up; when the stream is cut before
+    the catch-up ends, they are not sent: the client's last id stays below every id it has
+    not had, and resuming from it misses nothing."""
+    monkeypatch.setattr(hub, "CATCH_UP_PAGE", 1)
+    before = [create_ticket(stack, f"b{i}")["id"] for i in range(60)]
+    with open_stream(served.base_url, served.token(ADMIN), {"after": 0}) as cut:
+        cut.read_until(lambda s: len(s.events) >= 1)
+        live = create_ticket(stack, "live")
+        with stack.app.service.database.connect() as conn:
+            head = conn.execute(select(func.max(stack.app.service.tables.events.c.id))).scalar_one()
+        wait_until(lambda: served.feed.position >= head)
+        served.feed.close_subscriptions()
+        cut.read_to_end()
+    sent = [m.json["streamId"] for m in cut.events]
+    assert len(sent) < len(before), "the catch-up ended before the cut: nothing was tested"
+    assert sent == before[: len(sent)]
+    assert live["id"] not in sent
+    with open_stream(
+        served.base_url, served.token(ADMIN), headers={"Last-Event-ID": str(cut.ids[-1])}
+    ) as resumed:
+        resumed.read_until(lambda s: len(s.events) == len(before) + 1 - len(sent))
+    assert [m.json["streamId"] for m in resumed.events] == [*before[len(sent) :], live["id"]]
+
+
+@pytest.mark.parametrize("stack", ["sqlite"], indirect=True)
+def test_a_client_that_subscribes_while_the_feed_reads_gets_what_that_read_found(
+    stack: Stack, served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The feed reads while nobody listens; a client subscribes before that read is handed
+    out: the event it found reaches the client (live), neither skipped as already sent nor
+    dropped as unprepared."""
+    with open_stream(served.base_url, served.token(ADMIN)) as first:
+        first.read_until(lambda s: b"retry:" in s.raw)
+    wait_until(lambda: not served.feed.subscriptions)
+    reader = served.feed._reader
+    read = reader.read
+    found, release = threading.Event(), threading.Event()
+
+    def slow_read() -> Batch:
+        batch = read()
+        if batch.events:
+            found.set()
+            release.wait(10)
+        return batch
+
+    monkeypatch.setattr(reader, "read", slow_read)
+    written = create_ticket(stack, "during a read")
+    assert found.wait(10)
+    with open_stream(served.base_url, served.token(ADMIN)) as second:
+        second.read_until(lambda s: b"retry:" in s.raw)
+        release.set()
+        second.read_until(lambda s: len(s.events) == 1)
+    assert [m.json["streamId"] for m in second.events] == [written["id"]]
 
 
 @pytest.mark.parametrize("stack", ["postgres"], indirect=True)

@@ -123,11 +123,16 @@ class FeedHub:
         self._starting = asyncio.Lock()
         #: Reads done (one query each), for the bench and the tests' bounds.
         self.reads = 0
+        #: Every event up to here has been offered to the subscriptions of its time; a new
+        #: subscription catches up to it and takes live events after it. Kept on the loop,
+        #: beside the fan-out, never from the reader (whose reads run in a thread and are
+        #: ahead of what has been offered while a read is under way).
+        self._position = 0
 
     @property
     def position(self) -> int:
         """The id up to which the feed has read and handed out every event."""
-        return self._reader.watermark
+        return self._position
 
     @property
     def subscriptions(self) -> frozenset[Subscription]:
@@ -159,7 +164,7 @@ class FeedHub:
             user,
             filter,
             buffer=self.buffer,
-            start=self._reader.watermark,
+            start=self._position,
             after=after,
             expires_at=expires_at,
             handler=handler,
@@ -203,6 +208,11 @@ class FeedHub:
             yield sse.retry_message()
             async for message in self._catch_up(subscription):
                 yield message
+            if subscription.last_id < subscription.start:
+                # Closed while catching up: the live events queued meanwhile come after ids
+                # the client has not been sent, and sending them would move its resume point
+                # past those. It resumes from the last id of the catch-up instead.
+                return
             while True:
                 if subscription.overflowed:
                     yield sse.control_message("overflow", {"lastEventId": subscription.last_id})
@@ -233,7 +243,9 @@ class FeedHub:
         """The settled events after the client's id up to where live delivery starts."""
         types = subscription.filter.types_among(self._reader.types)
         scanned = subscription.last_id
-        while scanned < subscription.start and not subscription.closed:
+        while scanned < subscription.start:
+            if subscription.closed:
+                return
             items = await asyncio.to_thread(
                 self._reader.read_range,
                 subscription.user.tenant_id,
@@ -243,13 +255,15 @@ class FeedHub:
                 CATCH_UP_PAGE,
             )
             if not items:
-                return
+                break
             for item in items:
                 message = self._render(subscription, item)
                 if message is not None:
                     subscription.last_id = item.id
                     yield sse.event_message(item.id, message)
             scanned = items[-1].id
+        # Caught up: nothing the client may see lies between its last id and the start.
+        subscription.last_id = max(subscription.last_id, subscription.start)
 
     def _render(self, subscription: Subscription, item: FeedItem) -> bytes | None:
         """What ``subscription`` is sent for ``item``; ``None``: nothing (not asked for, not
@@ -276,7 +290,7 @@ class FeedHub:
                 return
             self._loop = asyncio.get_running_loop()
             self._wake = asyncio.Event()
-            await asyncio.to_thread(self._reader.start)
+            self._position = await asyncio.to_thread(self._reader.start)
             self._task = asyncio.create_task(self._run(), name="asanoha-feed")
 
     async def _run(self) -> None:
@@ -289,16 +303,28 @@ class FeedHub:
             more = True
             while more:
                 try:
-                    items, more = await asyncio.to_thread(
-                        self._reader.read, prepare=bool(self._subscriptions)
-                    )
+                    batch = await asyncio.to_thread(self._reader.read)
                 except Exception:
                     # The database is away for a moment: the next wake-up reads again, from
                     # the same cursor, so nothing is lost.
                     log.warning("the feed could not read the event log", exc_info=True)
                     break
                 self.reads += 1
+                more = batch.more
+                items: list[FeedItem] = []
+                if self._subscriptions and batch.events:
+                    # Prepared once for every client; not at all when nobody listens.
+                    try:
+                        items = await asyncio.to_thread(self._reader.prepare_batch, batch.events)
+                    except Exception:
+                        # The cursor has moved past these events: the clients reconnect and
+                        # catch up on them from the log.
+                        log.warning("the feed could not prepare events", exc_info=True)
+                        self._close_all()
+                # No await between the fan-out and the position: a client that subscribes
+                # sees both or neither.
                 self._fan_out(items)
+                self._position = batch.watermark
 
     def _fan_out(self, items: Sequence[FeedItem]) -> None:
         for subscription in list(self._subscriptions):

@@ -43,6 +43,16 @@ def settled(position: int, gaps: Sequence[Gap]) -> int:
     return min(gap.first for gap in gaps) - 1 if gaps else position
 
 
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """What one read found: the events settled since the previous read (in id order), the
+    id up to which every event is now handed out, and whether more may be waiting."""
+
+    events: list[StoredEvent]
+    watermark: int
+    more: bool
+
+
 class FeedReader:
     """The one cursor of a process's feed: ``read`` returns the next settled events."""
 
@@ -85,9 +95,9 @@ class FeedReader:
         self.watermark = settled(position, gaps)
         return self.watermark
 
-    def read(self, *, prepare: bool = True) -> tuple[list[FeedItem], bool]:
-        """The events settled since the last read, in id order (prepared for clients unless
-        ``prepare=False``: nobody listens), and whether more may be waiting right away."""
+    def read(self) -> Batch:
+        """The events settled since the last read, in id order, as stored (``prepare_batch``
+        makes them ready for clients: only when somebody listens)."""
         if self._cursor is None:
             self.start()
         assert self._cursor is not None
@@ -98,17 +108,22 @@ class FeedReader:
             xid = self._visibility.draw_bound(conn) if unbounded else None
             cursor = dataclasses.replace(self._cursor, xid=xid)
             scan = self._visibility.scan(conn, self._tables, cursor, self._types, self._limit)
-            self._cursor = dataclasses.replace(cursor, position=scan.position, gaps=scan.gaps)
-            watermark = settled(scan.position, scan.gaps)
-            ready = sorted([*self._held, *scan.events], key=lambda event: event.id)
-            out = [event for event in ready if event.id <= watermark]
-            self._held = [event for event in ready if event.id > watermark]
-            items = self.prepare(conn, out) if prepare else []
+        self._cursor = dataclasses.replace(cursor, position=scan.position, gaps=scan.gaps)
+        watermark = settled(scan.position, scan.gaps)
+        ready = sorted([*self._held, *scan.events], key=lambda event: event.id)
+        self._held = [event for event in ready if event.id > watermark]
         self.watermark = watermark
         more = scan.position - scan.start >= self._limit or (
             bool(scan.late) and scan.position == scan.start
         )
-        return items, more
+        return Batch([event for event in ready if event.id <= watermark], watermark, more)
+
+    def prepare_batch(self, events: Sequence[StoredEvent]) -> list[FeedItem]:
+        """``prepare`` in a transaction of its own."""
+        if not events:
+            return []
+        with self._database.begin() as conn:
+            return self.prepare(conn, events)
 
     def read_range(
         self, tenant_id: str, after: int, until: int, types: Sequence[str], limit: int
