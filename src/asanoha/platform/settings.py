@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     #: Days a finished job row and its run rows are kept before the bundled prune job
     #: deletes them (a boot job's row is kept: it records that its release ran the job).
     job_retention_days: float = 7.0
+    #: A folder the daily prune of events past their type's ``keep_for=`` writes them to
+    #: first (compressed JSON lines, still sealed; ``asanoha events restore`` reads them
+    #: back). None: the pruned events are not kept.
+    event_archive_dir: str | None = None
     #: Signs and checks bearer tokens. Several, separated by commas, while a secret is
     #: rotated: the first signs, every one is accepted.
     jwt_secret: str = PLACEHOLDER_JWT_SECRET

@@ -1,4 +1,5 @@
-"""The Celery beat schedule: one entry per ``cron=`` job, plus the prune of finished job rows.
+"""The Celery beat schedule: one entry per ``cron=`` job, plus the prune of finished job rows
+and, when an event type declares ``keep_for=``, the daily prune of its old events.
 
 Beat sends no job message itself: each tick runs ``asanoha.cron``, which enqueues the job
 through the outbox like any other enqueue, so a cron run has a job row and its record.
@@ -21,12 +22,16 @@ from celery.schedules import crontab
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
+from asanoha.platform.store.retention import declared_retention
 from asanoha.workers.lanes import platform_queue
 
 CRON_TASK_NAME = "asanoha.cron"
 PRUNE_TASK_NAME = "asanoha.prune-jobs"
 #: The prune runs hourly, at this minute.
 PRUNE_MINUTE = 17
+PRUNE_EVENTS_TASK_NAME = "asanoha.prune-events"
+#: The event prune runs daily, at this hour and minute (UTC): a quiet hour for most apps.
+PRUNE_EVENTS_AT = (3, 41)
 
 
 def parse_cron(expression: str, job_qn: str) -> crontab:
@@ -51,8 +56,9 @@ def parse_cron(expression: str, job_qn: str) -> crontab:
 
 
 def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dict[str, Any]]:
-    """Beat entries: every cron job (enqueued as the default tenant's system user) and the
-    hourly prune of finished job rows older than ``ASANOHA_JOB_RETENTION_DAYS``."""
+    """Beat entries: every cron job (enqueued as the default tenant's system user), the
+    hourly prune of finished job rows older than ``ASANOHA_JOB_RETENTION_DAYS``, and the
+    daily prune of the events of each type declared with ``keep_for=`` (when one is)."""
     # Ticks and the prune have a queue of their own: they never wait behind a job backlog.
     queue = platform_queue(settings, "cron")
     schedule: dict[str, dict[str, Any]] = {
@@ -62,6 +68,13 @@ def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dic
             "options": {"queue": queue},
         }
     }
+    if declared_retention(registry):
+        hour, minute = PRUNE_EVENTS_AT
+        schedule[PRUNE_EVENTS_TASK_NAME] = {
+            "task": PRUNE_EVENTS_TASK_NAME,
+            "schedule": crontab(minute=str(minute), hour=str(hour)),
+            "options": {"queue": queue},
+        }
     for job in registry.jobs:
         if job.cron is None:
             continue

@@ -15,7 +15,12 @@ from asanoha.platform.jobs.attempts import JobRows, job_rows_for
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
 from asanoha.workers.attempts import AttemptRunner
-from asanoha.workers.beat import CRON_TASK_NAME, PRUNE_TASK_NAME, build_beat_schedule
+from asanoha.workers.beat import (
+    CRON_TASK_NAME,
+    PRUNE_EVENTS_TASK_NAME,
+    PRUNE_TASK_NAME,
+    build_beat_schedule,
+)
 from asanoha.workers.boot_jobs import enqueue_boot_jobs
 from asanoha.workers.broker_connection import BrokerAMQP
 from asanoha.workers.consumer_tick import add_consumer_tick
@@ -215,6 +220,7 @@ def _configured_celery(registry: Registry, settings: Settings) -> Celery:
             ADVANCE_TASK_NAME: {"queue": platform_queue(settings, "consumers")},
             CRON_TASK_NAME: {"queue": platform_queue(settings, "cron")},
             PRUNE_TASK_NAME: {"queue": platform_queue(settings, "cron")},
+            PRUNE_EVENTS_TASK_NAME: {"queue": platform_queue(settings, "cron")},
         },
         # Remote control commands of one application never reach another's workers, and
         # its task and worker events reach only its own monitors (Flower), not another's.

@@ -1,4 +1,5 @@
-"""The tasks beat runs: enqueue a cron job through the outbox, prune finished job rows."""
+"""The tasks beat runs: enqueue a cron job through the outbox, prune finished job rows, prune
+the events past their type's ``keep_for=``."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from asanoha.platform.errors import ConflictError
+from asanoha.platform.errors import ConflictError, Reasons
 from asanoha.platform.model import JobDef, SessionUser
 from asanoha.platform.service import Service, cron_ticks
 from asanoha.platform.service.cron_ticks import cron_tick_key
@@ -19,8 +21,10 @@ from asanoha.platform.service.idempotency import prune_expired
 from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.platform.service.outbox import find_enqueued
 from asanoha.platform.settings import Settings
+from asanoha.platform.store.retention import declared_retention, prune_events
 from asanoha.workers.beat import (
     CRON_TASK_NAME,
+    PRUNE_EVENTS_TASK_NAME,
     PRUNE_TASK_NAME,
     parse_cron,
     ticks_between,
@@ -43,7 +47,8 @@ Tenants = Callable[[], Iterable[str]]
 def register_cron_tasks(
     celery: Celery, service: Service, settings: Settings, tenants: Tenants | None = None
 ) -> None:
-    """Register ``asanoha.cron`` and ``asanoha.prune-jobs`` on ``celery``."""
+    """Register ``asanoha.cron``, ``asanoha.prune-jobs`` and ``asanoha.prune-events`` on
+    ``celery``."""
 
     @celery.task(  # type: ignore[untyped-decorator]
         name=CRON_TASK_NAME,
@@ -73,6 +78,38 @@ def register_cron_tasks(
         log.info("pruned %d idempotency keys older than ASANOHA_IDEMPOTENCY_TTL", keys)
         log.info("pruned %d cron ticks (each job's newest is kept)", ticks)
         return deleted
+
+    @celery.task(name=PRUNE_EVENTS_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
+    def prune_old_events() -> int:
+        return prune_declared_events(service, settings)
+
+
+def prune_declared_events(service: Service, settings: Settings) -> int:
+    """Delete (archive first, with ``ASANOHA_EVENT_ARCHIVE_DIR``) the events of each type
+    declared with ``keep_for=`` that are older than it; how many. While a consumer has not
+    handled them, nothing is deleted and the warning names it: the next day's prune
+    tries again (a failed task would only be retried into the same refusal)."""
+    keep_for = declared_retention(service.registry)
+    if not keep_for:
+        return 0
+    archive = settings.event_archive_dir
+    try:
+        with service.database.begin() as conn:
+            result = prune_events(
+                conn,
+                service.tables,
+                keep_for=keep_for,
+                archive_dir=None if archive is None else Path(archive),
+            )
+    except ConflictError as refused:
+        if refused.reason != Reasons.CONSUMER_LAG:
+            raise
+        log.warning("no events pruned: %s", refused.message)
+        return 0
+    kept = f"; archived to {result.archive}" if result.archive else ""
+    log.info("pruned %d event(s) past their keep_for, up to position %d%s",
+             result.pruned, result.cut, kept)  # fmt: skip
+    return result.pruned
 
 
 def enqueue_cron_tick(
