@@ -15,6 +15,7 @@ from asanoha import (
     ConflictError,
     Feature,
     NotFoundError,
+    QueryContext,
     StoredEvent,
     UnprocessableError,
     WriteContext,
@@ -154,6 +155,13 @@ def withdraw(payload: Move, ctx: WriteContext) -> dict[str, Any]:
 
 @ledger.write_handler("read", access=ADMIN)
 def read(payload: Read, ctx: WriteContext) -> Any:
+    state = ctx.load(payload.aggregate, payload.account, as_of=payload.as_of)
+    return vars(state) if isinstance(state, Account) else state
+
+
+@ledger.query_handler("balance", access=ADMIN)
+def balance_of(payload: Read, ctx: QueryContext) -> Any:
+    """The same load in a query: it reads, it keeps no snapshot."""
     state = ctx.load(payload.aggregate, payload.account, as_of=payload.as_of)
     return vars(state) if isinstance(state, Account) else state
 

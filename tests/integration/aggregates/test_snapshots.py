@@ -126,3 +126,20 @@ def test_after_forget_snapshots_yield_forgotten_values_never_plaintext(stack: An
     assert retaken["state"]["owner"] == "[forgotten]"
     with stack.db.connect() as conn:
         assert conn.execute(select(func.count()).select_from(table)).scalar() == 1
+
+
+def test_a_query_loads_an_aggregate_and_keeps_no_snapshot(stack: Any) -> None:
+    """A query's transaction only reads (on Postgres a read-only one): its load folds the
+    whole tail past the snapshot interval without writing a snapshot; a write's load then
+    keeps one."""
+    account = open_with_history(stack, 6)
+    table = stack.tables.snapshots
+    with stack.db.begin() as conn:
+        conn.execute(table.delete())
+    state = stack.http.query_ok("ledger:query:balance", {"account": account}, ADMIN)
+    assert (state["balance"], state["email"], state["events"]) == (21, EMAIL, 7)
+    assert snapshot_text(stack) == "[]"
+    stack.http.write_ok("ledger:write:read", {"account": account}, ADMIN)
+    assert snapshot_text(stack) != "[]"
+    again = stack.http.query_ok("ledger:query:balance", {"account": account}, ADMIN)
+    assert again == state

@@ -81,10 +81,13 @@ class Aggregates:
         tenant_id: str,
         stream_id: str,
         as_of: AsOf | None = None,
+        read_only: bool = False,
     ) -> Loaded:
         """The state of ``stream_id`` folded by ``aggregate`` (at ``as_of``), from its newest
         usable snapshot and the events after it; a new snapshot is kept in ``conn``'s
-        transaction once ``snapshot_every`` events were folded past the last one."""
+        transaction once ``snapshot_every`` events were folded past the last one.
+        ``read_only``: a query's load (its transaction may be read-only, on a replica) keeps
+        no snapshot and discards none; the next write's or job's load does."""
         if isinstance(as_of, bool) or (isinstance(as_of, dt.datetime) and as_of.tzinfo is None):
             raise ValueError("as_of is an event position (int) or an aware datetime")
         through = None
@@ -94,7 +97,9 @@ class Aggregates:
                 return Loaded(None, 0, 0)
         kept = None
         if aggregate.snapshot_every is not None:
-            kept = self._usable_snapshot(conn, aggregate, tenant_id, stream_id, through)
+            kept = self._usable_snapshot(
+                conn, aggregate, tenant_id, stream_id, through, discard=not read_only
+            )
         start = kept.stream_version if kept is not None else 0
         state = _restore(aggregate, kept.state) if kept is not None else aggregate.initial()
         events = read_stream(
@@ -121,7 +126,7 @@ class Aggregates:
             return Loaded(None, 0, 0)
         version = events[-1].version if events else start
         every = aggregate.snapshot_every
-        if every is not None and as_of is None and len(events) >= every:
+        if every is not None and as_of is None and len(events) >= every and not read_only:
             self._keep(conn, aggregate, tenant_id, stream_id, state, version, events[-1].id)
         return Loaded(state, version, len(events))
 
@@ -132,10 +137,13 @@ class Aggregates:
         tenant_id: str,
         stream_id: str,
         through: int | None,
+        *,
+        discard: bool,
     ) -> Snapshot | None:
         """The newest snapshot this aggregate can start from, opened; one of another
-        aggregate version or holding a forgotten value is discarded (with the stream's other
-        snapshots of the aggregate, which are older still)."""
+        aggregate version or holding a forgotten value is not used, and with ``discard``
+        deleted (with the stream's other snapshots of the aggregate, which are older
+        still)."""
         found = latest_snapshot(
             conn,
             self._tables,
@@ -152,6 +160,8 @@ class Aggregates:
                 return Snapshot(
                     found.stream_version, found.position, found.aggregate_version, opened
                 )
+        if not discard:
+            return None
         discard_snapshots(
             conn, self._tables, tenant_id=tenant_id, stream_id=stream_id, aggregate=aggregate.key
         )

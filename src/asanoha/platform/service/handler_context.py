@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 
 class QueryContext(FeatureAccess):
-    """Read access for a query handler: entities of the caller's tenant, other queries.
+    """Read access for a query handler: entities of the caller's tenant, other queries,
+    aggregates (``load``).
 
     A query changes nothing: ``write``, ``write_as``, ``append_event`` and ``dispatch``
     exist here only to answer 403 ``write_in_query_denied`` naming the handler (as the
@@ -133,6 +134,26 @@ class QueryContext(FeatureAccess):
         """Refused in a query: 403 ``write_in_query_denied``."""
         raise gates.write_in_query_denied(self.handler.qn, "start_workflow", workflow_qn)
 
+    def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
+        """The state of aggregate ``aggregate`` (of this feature, or ``feature:name``)
+        folded from the events of ``stream_id`` in the caller's tenant, opened and upcast:
+        ``None`` for a stream without events. ``as_of``: the state at that global position
+        (an event id) or time (an aware datetime). In a query it only reads: the loads of
+        writes and jobs keep snapshots."""
+        return self._load(aggregate, str(stream_id), as_of).state
+
+    def _load(self, aggregate: str, stream_id: str, as_of: AsOf | None) -> Loaded:
+        aggregates = self._service.aggregates
+        found = aggregates.find(aggregate, feature=self.handler.feature, caller=self.handler.qn)
+        return aggregates.load(
+            self._request.conn,
+            found,
+            tenant_id=self.user.tenant_id,
+            stream_id=stream_id,
+            as_of=as_of,
+            read_only=self.handler.kind == "query",
+        )
+
 
 class WriteContext(QueryContext):
     """A write handler's context: entity writes, nested writes, domain events, job enqueues."""
@@ -181,13 +202,6 @@ class WriteContext(QueryContext):
             expected_version=expected_version,
         )
 
-    def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
-        """The state of aggregate ``aggregate`` (of this feature, or ``feature:name``)
-        folded from the events of ``stream_id`` in the caller's tenant, opened and upcast:
-        ``None`` for a stream without events. ``as_of``: the state at that global position
-        (an event id) or time (an aware datetime)."""
-        return self._load(aggregate, str(stream_id), as_of).state
-
     def fetch_for_writing(self, aggregate: str, stream_id: str | uuid.UUID) -> Any:
         """``load``, holding the version read: the events this handler then appends to the
         stream (``append_event`` without ``expected_version``) follow it, and a concurrent
@@ -195,17 +209,6 @@ class WriteContext(QueryContext):
         loaded = self._load(aggregate, str(stream_id), None)
         self._request.held_versions[self.user.tenant_id, str(stream_id)] = loaded.version
         return loaded.state
-
-    def _load(self, aggregate: str, stream_id: str, as_of: AsOf | None) -> Loaded:
-        aggregates = self._service.aggregates
-        found = aggregates.find(aggregate, feature=self.handler.feature, caller=self.handler.qn)
-        return aggregates.load(
-            self._request.conn,
-            found,
-            tenant_id=self.user.tenant_id,
-            stream_id=stream_id,
-            as_of=as_of,
-        )
 
     def dispatch(self, job_qn: str, payload: dict[str, Any]) -> uuid.UUID:
         """Enqueue a job; it is published only if this write commits."""
