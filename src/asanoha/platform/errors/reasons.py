@@ -58,6 +58,7 @@ class Reasons(StrEnum):
     CONSUMER_NOT_STOPPED = "consumer_not_stopped"
     CONSUMER_STOPPED = "consumer_stopped"
     JOB_NOT_FAILED = "job_not_failed"
+    WORKFLOW_RUN_NOT_FAILED = "workflow_run_not_failed"
     JOB_NOT_CANCELLABLE = "job_not_cancellable"
     JOB_KEY_TAKEN = "job_key_taken"
     TRANSACTION_CONFLICT = "transaction_conflict"

@@ -89,15 +89,22 @@ def cancel_key(conn: Connection, tables: Tables, key: str) -> None:
 
 
 def retry_failed_row(
-    conn: Connection, tables: Tables, job_id: uuid.UUID, *, by_broker: bool, at: dt.datetime
+    conn: Connection,
+    tables: Tables,
+    job_id: uuid.UUID,
+    *,
+    by_broker: bool,
+    at: dt.datetime,
+    states: Sequence[str] = (FAILED,),
 ) -> bool:
     """Put the row ``job_id``, failed for good, back to pending at attempt 0 (every retry
     its job declares again), due at ``at``; return whether it was failed. ``by_broker``:
-    the caller publishes it after commit (the relay leaves it ``RELAY_GRACE``)."""
+    the caller publishes it after commit (the relay leaves it ``RELAY_GRACE``). ``states``:
+    a workflow run's retry also takes the step rows its failure cancelled."""
     outbox = tables.outbox
     result = conn.execute(
         update(outbox)
-        .where(outbox.c.id == job_id, outbox.c.state == FAILED)
+        .where(outbox.c.id == job_id, outbox.c.state.in_(list(states)))
         .values(
             state=PENDING,
             attempt=0,

@@ -5,7 +5,7 @@ holding ``remaining`` (steps it comes after that have not succeeded) and ``items
 job rows not yet succeeded); each job row of a step a row of ``asanoha_workflow_items`` with
 its sealed result. Every transition runs in a transaction of its caller: ``start_run`` in
 the starting write's, ``step_ended`` in the one that ends the step's attempt on its job row
-(``attempts.JobRows.end``), ``cancel_run`` in the operator's.
+(``attempts.JobRows.end``), ``cancel_run`` and ``reopen_run`` in the operator's.
 
 The barrier is a condition in the database: the end of a step's last item decrements each
 following step's ``remaining`` with one guarded ``UPDATE ... RETURNING``; the transaction
@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, func, insert, select, update
 
 from asanoha.platform.jobs import clocks
-from asanoha.platform.jobs.control import cancel_job_row
+from asanoha.platform.jobs.control import cancel_job_row, retry_failed_row
 from asanoha.platform.jobs.enqueue import sealed, write_outbox
 from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
@@ -166,6 +166,105 @@ def cancel_run(conn: Connection, tables: Tables, run_id: uuid.UUID) -> bool:
     """Cancel the running run ``run_id``: its pending step rows at once, its running ones
     through ``ctx.cancel_requested``. Returns whether it was running."""
     return _end_run(conn, tables, run_id, CANCELLED)
+
+
+@dataclass(frozen=True)
+class Reopened:
+    """What ``reopen_run`` did: ``state`` the run's state it found, ``busy`` a step job row
+    still running (the run is not reopened while one is), ``messages`` the job rows to
+    publish after commit."""
+
+    state: str | None
+    busy: bool = False
+    messages: list[OutboxMessage] = field(default_factory=list)
+
+
+def reopen_run(
+    conn: Connection,
+    tables: Tables,
+    workflow_of: WorkflowLookup,
+    run_id: uuid.UUID,
+    *,
+    by_broker: bool,
+) -> Reopened:
+    """Run the failed run ``run_id`` again from where it stopped: each step its failure
+    failed or cancelled runs again its items that did not succeed (their job rows back to
+    pending with their full attempt budget), a step that had not started waits again, and
+    what succeeded stays done. Nothing changes unless the run is failed and no job row of
+    it still runs (an attempt its failure asked to stop has not ended yet)."""
+    runs, steps, items, outbox = (
+        tables.workflow_runs,
+        tables.workflow_steps,
+        tables.workflow_items,
+        tables.outbox,
+    )
+    state = conn.execute(select(runs.c.state).where(runs.c.id == run_id).with_for_update()).scalar()
+    if state != FAILED:
+        return Reopened(None if state is None else str(state))
+    if conn.execute(
+        select(items.c.job_id).where(items.c.run_id == run_id, items.c.state == PENDING).limit(1)
+    ).first():
+        return Reopened(FAILED, busy=True)
+    now = clocks.now()
+    conn.execute(
+        update(runs)
+        .where(runs.c.id == run_id)
+        .values(state=RUNNING, error=None, failed_step=None, failed_item=None, finished_at=None)
+    )
+    stopped = (
+        conn.execute(
+            select(steps.c.step).where(
+                steps.c.run_id == run_id, steps.c.state.in_((FAILED, CANCELLED))
+            )
+        )
+        .scalars()
+        .all()
+    )
+    messages: list[OutboxMessage] = []
+    finished: list[str] = []
+    for name in stopped:
+        again = conn.execute(
+            select(items.c.job_id, outbox.c.job_qn)
+            .join(outbox, outbox.c.id == items.c.job_id)
+            .where(
+                items.c.run_id == run_id,
+                items.c.step == name,
+                items.c.state.in_((FAILED, CANCELLED)),
+            )
+            .order_by(items.c.item)
+        ).all()
+        started = conn.execute(
+            select(func.count()).where(items.c.run_id == run_id, items.c.step == name)
+        ).scalar_one()
+        if not started:
+            conn.execute(
+                update(steps)
+                .where(steps.c.run_id == run_id, steps.c.step == name)
+                .values(state=WAITING)
+            )
+            continue
+        # Counted again: an item that succeeded after the run had failed was not counted.
+        conn.execute(
+            update(steps)
+            .where(steps.c.run_id == run_id, steps.c.step == name)
+            .values(state=RUNNING, items_left=len(again))
+        )
+        for row in again:
+            job_id = uuid.UUID(str(row.job_id))
+            retry_failed_row(
+                conn, tables, job_id, by_broker=by_broker, at=now, states=(FAILED, CANCELLED)
+            )
+            conn.execute(
+                update(items)
+                .where(items.c.job_id == job_id)
+                .values(state=PENDING, error=None, result=None)
+            )
+            messages.append(OutboxMessage(id=job_id, job_qn=str(row.job_qn), attempt=1))
+        if not again:
+            finished.append(name)
+    for name in finished:
+        messages.extend(_step_succeeded(conn, tables, workflow_of, run_id, name))
+    return Reopened(FAILED, messages=messages)
 
 
 def results_of(

@@ -23,6 +23,7 @@ from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SU
 from asanoha.platform.model import Registry
 from asanoha.platform.service import job_pauses
 from asanoha.platform.service.request import Request
+from asanoha.platform.service.workflows import retry_run
 from asanoha.platform.store import Tables
 from asanoha.platform.store.backends import backend_for
 
@@ -176,6 +177,15 @@ def retry_failed_job(
         raise ConflictError(
             Reasons.JOB_NOT_FAILED, id=str(job_id), job=found.job_qn, state=found.state
         )
+    run_id = (found.headers or {}).get(workflows.RUN_HEADER)
+    if run_id is not None:
+        # A step's row runs again with its run, or its run would stay failed for a step
+        # that then succeeds: the run's retry (which takes this row) is the one way.
+        retry_run(request, tables, registry.workflow, uuid.UUID(str(run_id)), publish=publish)
+        _record_requeue(
+            request, tables, job_id, found.job_qn, found.attempt, row_tenant, requested_by
+        )
+        return RetriedJob(job_id, found.job_qn, row_tenant, found.attempt, found.last_error)
     job = registry.job(found.job_qn)
     if job is None:
         # No worker runs a job the application no longer declares: put back to pending, the
@@ -194,23 +204,36 @@ def retry_failed_job(
             )
         if job.concurrency.mode == "replace":
             control.cancel_key(request.conn, tables, key)
+    control.retry_failed_row(request.conn, tables, job_id, by_broker=publish, at=clocks.now())
+    _record_requeue(request, tables, job_id, found.job_qn, found.attempt, row_tenant, requested_by)
+    if publish:
+        request.outbox.append(OutboxMessage(id=job_id, job_qn=found.job_qn, attempt=1))
+    return RetriedJob(job_id, found.job_qn, row_tenant, found.attempt, found.last_error)
+
+
+def _record_requeue(
+    request: Request,
+    tables: Tables,
+    job_id: uuid.UUID,
+    job_qn: str,
+    attempt: int,
+    tenant_id: str | None,
+    requested_by: str,
+) -> None:
+    """A run row with status ``requeued``: who asked for the retry of ``job_id``, and when."""
     now = clocks.now()
-    control.retry_failed_row(request.conn, tables, job_id, by_broker=publish, at=now)
     request.conn.execute(
         insert(tables.job_runs).values(
-            job_qn=found.job_qn,
+            job_qn=job_qn,
             task_id=str(job_id),
-            tenant_id=row_tenant,
-            attempt=found.attempt,
+            tenant_id=tenant_id,
+            attempt=attempt,
             status=REQUEUED,
             error=f"requeued by {requested_by}",
             started_at=now,
             finished_at=now,
         )
     )
-    if publish:
-        request.outbox.append(OutboxMessage(id=job_id, job_qn=found.job_qn, attempt=1))
-    return RetriedJob(job_id, found.job_qn, row_tenant, found.attempt, found.last_error)
 
 
 def prune_job_rows(conn: Connection, tables: Tables, older_than_days: float) -> int:

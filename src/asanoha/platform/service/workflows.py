@@ -1,4 +1,4 @@
-"""``App.workflows``: start a run, read it, cancel it.
+"""``App.workflows``: start a run, read it, cancel it, retry it.
 
 The run's rows belong to ``platform/jobs/workflows.py``; this module opens the unit of work
 they are written in and reads a run for its callers, its results revealed.
@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from asanoha.platform.errors import NotFoundError, Reasons
+from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
 from asanoha.platform.jobs import workflows
+from asanoha.platform.jobs.states import FAILED
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service.request import Request
+from asanoha.platform.store import Tables
 
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
@@ -97,6 +99,19 @@ class Workflows:
             workflows.cancel_run(request.conn, self._service.tables, run_id)
         return self.get(run_id)
 
+    def retry(self, run_id: uuid.UUID | str) -> WorkflowRun:
+        """Run a failed run again from where it stopped: the items of its failed and
+        cancelled steps that did not succeed run again (each with its full attempt budget),
+        the steps that had not started wait again, what succeeded stays done. Raises
+        ``ConflictError`` (409 ``workflow_run_not_failed``) for a run that is running,
+        succeeded or cancelled, or whose failure is still stopping an attempt; 404
+        ``workflow_run_not_found``. Returns the run as it stands afterwards."""
+        run_id = _run_id(run_id)
+        service = self._service
+        with service.unit_of_work(SessionUser.system(self._operator_tenant)) as request:
+            retry_run(request, service.tables, service.registry.workflow, run_id)
+        return self.get(run_id)
+
     def get(self, run_id: uuid.UUID | str) -> WorkflowRun:
         """The run ``run_id``: its state, each step's state, attempts and result or error,
         and the run's result. Raises ``NotFoundError`` (404 ``workflow_run_not_found``)."""
@@ -166,6 +181,27 @@ class Workflows:
         if row is None:
             raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id))
         return row
+
+
+def retry_run(
+    request: Request,
+    tables: Tables,
+    workflow_of: workflows.WorkflowLookup,
+    run_id: uuid.UUID,
+    *,
+    publish: bool = True,
+) -> None:
+    """Reopen the failed run ``run_id`` in ``request``'s transaction; with ``publish`` its
+    job rows are published when it commits (else the relay sends them). The one way a run
+    is retried: ``Workflows.retry``, and ``app.jobs.retry`` of a step's job row."""
+    reopened = workflows.reopen_run(request.conn, tables, workflow_of, run_id, by_broker=publish)
+    if reopened.state is None:
+        raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id))
+    if reopened.state != FAILED or reopened.busy:
+        state = "stopping" if reopened.busy else reopened.state
+        raise ConflictError(Reasons.WORKFLOW_RUN_NOT_FAILED, id=str(run_id), state=state)
+    if publish:
+        request.outbox.extend(reopened.messages)
 
 
 def _run_id(run_id: uuid.UUID | str) -> uuid.UUID:
