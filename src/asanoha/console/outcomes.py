@@ -11,6 +11,9 @@ NOTICES = {
     "job-retried": "The job was put back to pending.",
     "job-cancelled": "The job was cancelled.",
     "job-enqueued": "The job was enqueued.",
+    "paused": "Paused: its jobs wait, in every tenant, until it is resumed; running attempts "
+    "run on.",
+    "resumed": "Resumed: its waiting jobs are sent to the workers.",
     "consumer-restart": "The consumer was restarted.",
     "consumer-skip": "The consumer skipped the event it was stopped at.",
     "consumer-disable": "The consumer was disabled.",

@@ -7,6 +7,7 @@ and answer with a redirect to the page (post/redirect/get), the outcome in its q
 from __future__ import annotations
 
 import html
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from asanoha.console import calls
 from asanoha.console.charts import lag_chart, throughput_chart
 from asanoha.console.forms import bounded, form_text, json_field
 from asanoha.console.outcomes import error_text, notice_text
+from asanoha.console.pauses import pause_rows
 from asanoha.console.provider_login import FLOW_COOKIE, FLOW_SECONDS, ProviderLogin
 from asanoha.console.session import (
     CONSOLE_ROLE,
@@ -39,6 +41,7 @@ from asanoha.console.session import (
     signed_in_user,
     start_session,
 )
+from asanoha.console.tones import error_class, tone_of
 from asanoha.console.writes import OUTCOMES, write_counts
 from asanoha.platform.errors import AsanohaError, PayloadTooLargeError, Reasons, ValidationError
 from asanoha.platform.http.read_after import mark_read_after
@@ -57,6 +60,8 @@ JOB_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
 CONSUMER_ACTIONS = ("restart", "skip", "disable", "enable")
 #: The job operations a job's page offers (``job-admin:write:<name>``).
 JOB_ACTIONS = ("retry", "cancel")
+#: The pause operations the Jobs page offers for a job or a lane (``job-admin:write:<name>``).
+PAUSE_ACTIONS = ("pause", "resume")
 #: How many rows the jobs table shows at most.
 JOB_ROWS = (50, 100, 200, 500)
 #: Headers of every console answer: no script runs, nothing is framed or cached.
@@ -85,6 +90,8 @@ class Console:
             undefined=jinja2.StrictUndefined,
         )
         self.templates.filters["when"] = _when
+        self.templates.filters["tone"] = tone_of
+        self.templates.filters["error_class"] = error_class
 
     def routes(self) -> list[BaseRoute]:
         """Every page, action and asset, at their full paths under ``/console``."""
@@ -103,6 +110,9 @@ class Console:
                 f"{path}/jobs/{{id:uuid}}/{{operation}}",
                 self.action(self.job_operation),
                 methods=["POST"],
+            ),
+            Route(
+                f"{path}/pauses/{{operation}}", self.action(self.pause_operation), methods=["POST"]
             ),
             Route(f"{path}/consumers", self.page(self.consumers), methods=["GET"]),
             Route(
@@ -303,7 +313,8 @@ class Console:
             "job-admin:query:jobs",
             {key: value for key, value in wanted.items() if value is not None},
         )
-        missing = _missing_feature(summary, rows)
+        pauses = await calls.query(service, request, session.user, "job-admin:query:pauses", {})
+        missing = _missing_feature(summary, rows, pauses)
         counts: dict[tuple[str, str | None], dict[str, int]] = {}
         for count in summary.data["counts"] if summary.ok else []:
             states = counts.setdefault((count["job"], count["lane"]), dict.fromkeys(JOB_STATES, 0))
@@ -316,7 +327,7 @@ class Console:
             title="Jobs",
             active="jobs",
             missing=missing,
-            problem=_problem(summary, rows) if missing is None else None,
+            problem=_problem(summary, rows, pauses) if missing is None else None,
             counts=sorted(counts.items(), key=lambda item: item[0][0]),
             states=JOB_STATES,
             chart=throughput_chart(summary.data["throughput"] if summary.ok else []),
@@ -326,6 +337,9 @@ class Console:
             known_jobs=known,
             # The run form offers what ``job-admin:write:run`` takes: jobs declared manual.
             manual_jobs=sorted(job.qn for job in self.parts.registry.jobs if job.manual),
+            pauses=pause_rows(self.parts.registry, pauses.data if pauses.ok else None),
+            held=pauses.data["held"] if pauses.ok else {},
+            is_operator=self.is_operator(session),
         )
 
     async def job(self, request: Request, session: Session) -> Response:
@@ -338,7 +352,8 @@ class Console:
         runs = await calls.query(
             service, request, session.user, "job-admin:query:runs", {"id": job_id, "limit": 500}
         )
-        missing = _missing_feature(rows, runs)
+        pauses = await calls.query(service, request, session.user, "job-admin:query:pauses", {})
+        missing = _missing_feature(rows, runs, pauses)
         if missing is None and rows.ok and not rows.data:
             return self.render(
                 request,
@@ -355,8 +370,10 @@ class Console:
             title="Job",
             active="jobs",
             missing=missing,
-            problem=_problem(rows, runs) if missing is None else None,
+            problem=_problem(rows, runs, pauses) if missing is None else None,
             row=rows.data[0] if rows.ok and rows.data else None,
+            held=pauses.data["held"] if pauses.ok else {},
+            is_operator=self.is_operator(session),
             # Oldest first: the attempts in the order they ran.
             runs=list(reversed(runs.data)) if runs.ok else [],
         )
@@ -378,6 +395,28 @@ class Console:
         if not answer.ok:
             return _back(back, error=_message(answer))
         return _back(back, notice="job-retried" if operation == "retry" else "job-cancelled")
+
+    async def pause_operation(self, request: Request, session: Session) -> Response:
+        """Pause or resume a job or a lane through ``job-admin:write:pause`` / ``resume``;
+        back to the job's page when the form came from one, else to the Jobs page."""
+        operation = request.path_params["operation"]
+        form = await request.form()
+        back = f"{base_of(request)}/jobs"
+        job_id = _job_id(form_text(form, "id"))
+        if job_id is not None:
+            back = f"{back}/{job_id}"
+        if operation not in PAUSE_ACTIONS:
+            return _back(back, error="unknown-operation")
+        answer = await calls.write(
+            self.parts.service,
+            request,
+            session.user,
+            f"job-admin:write:{operation}",
+            {"target": form_text(form, "target")},
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="paused" if operation == "pause" else "resumed")
 
     async def run_job(self, request: Request, session: Session) -> Response:
         """Run a job now (or after a delay) through ``job-admin:write:run``."""
@@ -420,18 +459,23 @@ class Console:
         )
 
     async def consumer_operation(self, request: Request, session: Session) -> Response:
-        """Restart, skip, disable or enable a consumer through the consumer-admin handlers."""
+        """Restart, skip, disable or enable a consumer (every partition, or the one the form
+        names) through the consumer-admin handlers."""
         operation = request.path_params["operation"]
         back = f"{base_of(request)}/consumers"
         if operation not in CONSUMER_ACTIONS:
             return _back(back, error="unknown-operation")
-        name = form_text(await request.form(), "name")
+        form = await request.form()
+        call: dict[str, Any] = {"name": form_text(form, "name")}
+        if form_text(form, "partition"):
+            # Checked by the handler's payload model, as over the API.
+            call["partition"] = form_text(form, "partition")
         answer = await calls.write(
             self.parts.service,
             request,
             session.user,
             f"consumer-admin:write:{operation}",
-            {"name": name},
+            call,
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
@@ -586,6 +630,14 @@ def _back(path: str, *, notice: str | None = None, error: str | None = None) -> 
     """Post/redirect/get: back to ``path``, with the outcome for the page to show."""
     outcome = {key: value for key, value in (("notice", notice), ("error", error)) if value}
     return RedirectResponse(f"{path}?{urlencode(outcome)}" if outcome else path, status_code=303)
+
+
+def _job_id(sent: str) -> uuid.UUID | None:
+    """The job row id a form names, when it is one (else ``None``)."""
+    try:
+        return uuid.UUID(sent) if sent else None
+    except ValueError:
+        return None
 
 
 def _limit(sent: str | None) -> int:

@@ -1,6 +1,7 @@
 """Job operations as handlers for system administrators: cancel a job, retry a job that
-failed for good, list the newest attempts and the failed jobs. Add ``job_admin.feature`` to an application's
-features to expose them (over HTTP and to agents).
+failed for good, pause and resume a job or a lane, list the newest attempts, the failed jobs
+and the pauses. Add ``job_admin.feature`` to an application's features to expose them (over
+HTTP and to agents).
 
 They act on the caller's tenant only: a job belongs to the tenant in its headers, and a job
 of another tenant answers as unknown. The operator tenant (``ASANOHA_OPERATOR_TENANT``)
@@ -17,10 +18,10 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, Field, model_validator
 
-from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
+from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE, NoPayload
 from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
 from asanoha.platform.model import Access, Agent, Feature, Registry
-from asanoha.platform.service import QueryContext, WriteContext
+from asanoha.platform.service import QueryContext, WriteContext, job_pauses
 from asanoha.platform.service.handler_context import (
     platform_jobs,
     platform_registry,
@@ -251,6 +252,33 @@ def pause(payload: PauseTarget, ctx: WriteContext) -> dict[str, Any]:
 def resume(payload: PauseTarget, ctx: WriteContext) -> dict[str, Any]:
     """Resume a job or a lane."""
     return _pause_change(ctx, payload.target, paused=False)
+
+
+@feature.query_handler(
+    "pauses",
+    access=SYSTEM_ADMINS,
+    replica=True,
+    description=(
+        "The paused jobs and lanes (when, and by whom for the operator tenant), and each "
+        "job they hold with the pause that holds it: its own or its lane's."
+    ),
+)
+def pauses(payload: NoPayload, ctx: QueryContext) -> dict[str, Any]:
+    """The pauses, and the jobs they hold (every tenant's rows of those jobs wait)."""
+    conn, tables = platform_request(ctx).conn, platform_tables()
+    lanes = job_pauses.lanes_of(platform_registry(ctx))
+    return {
+        "pauses": [
+            {
+                "target": pause.target,
+                "paused_at": _iso(pause.paused_at),
+                # Who paused is an operator's name: for the operator tenant only.
+                "paused_by": pause.paused_by if ctx.in_operator_tenant else None,
+            }
+            for pause in job_pauses.list_pauses(conn, tables)
+        ],
+        "held": job_pauses.pausing_targets(conn, tables, lanes),
+    }
 
 
 @feature.query_handler(

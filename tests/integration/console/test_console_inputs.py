@@ -143,9 +143,24 @@ forms = st.one_of(
         st.uuids(),
     ),
     st.builds(
-        lambda operation, name: ("POST", f"/console/consumers/{operation}", {"name": name}),
+        lambda operation, name, partition: (
+            "POST",
+            f"/console/consumers/{operation}",
+            {"name": name, "partition": partition},
+        ),
         st.one_of(st.sampled_from(["restart", "skip", "disable", "enable"]), st.just("nothing")),
         st.one_of(st.just("console:consumer:follow"), form_texts),
+        st.one_of(st.sampled_from(["", "0", "1", "-1"]), form_texts),
+    ),
+    st.builds(
+        lambda operation, target, job_id: (
+            "POST",
+            f"/console/pauses/{operation}",
+            {"target": target, "id": job_id},
+        ),
+        st.one_of(st.sampled_from(["pause", "resume"]), st.just("nothing")),
+        st.one_of(st.sampled_from([ECHO, "worker", "lane:api", "lane:nope"]), form_texts),
+        st.one_of(st.uuids().map(str), form_texts),
     ),
     st.builds(
         lambda state, job, limit: (

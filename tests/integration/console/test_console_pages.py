@@ -198,6 +198,16 @@ def test_another_tenants_admin_sees_none_of_it(
     consumers = browser_client.get("/console/consumers")
     assert "cannot follow" not in consumers.text
     assert "Restart</button>" not in consumers.text
+    # Pauses hold every tenant's rows: it sees them, pausing is the operator tenant's.
+    assert f'data-target="{SEND}"' in jobs.text
+    assert "/console/pauses/" not in jobs.text
+    csrf = CSRF.search(jobs.text)
+    assert csrf is not None
+    with failed_stack.nothing_written():
+        refused = browser_client.post(
+            "/console/pauses/pause", data={"csrf": csrf.group(1), "target": SEND}
+        )
+    assert "operator_required: " in refused.text
     writes = browser_client.get("/console/writes")
     assert "operator tenant only" in writes.text
     assert NOTE_CREATE not in writes.text
