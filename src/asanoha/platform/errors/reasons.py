@@ -78,6 +78,7 @@ class Reasons(StrEnum):
     REFERENCE_NOT_FOUND = "reference_not_found"
     FIELD_RULE_FAILED = "field_rule_failed"
     JOB_NOT_MANUAL = "job_not_manual"
+    WORKFLOW_NOT_MANUAL = "workflow_not_manual"
     CONFIG_VALUE_INVALID = "config_value_invalid"
     SECRETS_NEED_MASTER_KEY = "secrets_need_master_key"
     # 429

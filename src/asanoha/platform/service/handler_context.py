@@ -27,6 +27,7 @@ from asanoha.platform.store import StoredEvent
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
     from asanoha.platform.service.jobs import Jobs
+    from asanoha.platform.service.workflows import Workflows
 
 
 class QueryContext(FeatureAccess):
@@ -257,6 +258,16 @@ def platform_jobs(ctx: QueryContext) -> Jobs:
 
     platform_request(ctx)
     return Jobs(ctx._service, ctx.tenant_id)
+
+
+def platform_workflows(ctx: QueryContext) -> Workflows:
+    """The application's workflow runs (``App.workflows``), for the platform's bundled
+    handlers; they act inside the handler's request (``within=``). Refused for a handler
+    defined elsewhere, as ``platform_request``."""
+    from asanoha.platform.service.workflows import Workflows
+
+    platform_request(ctx)
+    return Workflows(ctx._service, ctx.tenant_id)
 
 
 def platform_settings(ctx: QueryContext) -> FeatureSettings:
