@@ -5,7 +5,7 @@ and sees it succeed, restarts a dead consumer and sees its lag fall to 0; anothe
 SystemAdmin sees none of it; without a session a page redirects to the login, and a POST
 without the CSRF token is refused with 403.
 
-The screenshots it takes are the README's (``docs/console/``)."""
+The screenshots it takes are the documentation site's (``docs/console/``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ TENANT, OTHER_TENANT = "acme", "globex"
 WRITER = SessionUser.of("clerk-1", TENANT, ["Admin"])
 ADMIN = SessionUser.of("ops-acme", TENANT, ["SystemAdmin"])
 OTHER_ADMIN = SessionUser.of("ops-globex", OTHER_TENANT, ["SystemAdmin"])
-#: Where the README's screenshots go.
+#: Where the documentation site's screenshots go.
 SHOTS = ROOT / "docs" / "console"
 #: Seconds the API and the worker may take to start (each imports the application).
 START_TIMEOUT = 120
@@ -189,7 +189,7 @@ def sign_in(page: Page, desk: Desk, user: SessionUser) -> None:
 
 
 def shoot(page: Page, name: str) -> None:
-    """Save what the page shows as a README screenshot."""
+    """Save what the page shows as a screenshot of the documentation site."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 

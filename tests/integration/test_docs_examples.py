@@ -4,7 +4,9 @@ A block is part of a file when its first line names it (``# desk.py``): the bloc
 page that name the same file are joined in their order and written to a folder of the page.
 Scripts run with ``python`` (on SQLite); the ``test_*.py`` files of every page run in one
 pytest run, on the real Postgres and Redis the test stack uses. A block that is not meant to run alone
-says so with ``<!-- fragment -->`` on the line above it.
+says so with ``<!-- fragment -->`` on the line above it; so does a block that names a file which a
+test of its own runs and checks (``tests/integration/test_readme.py``: the longer examples, whose
+output it compares), so that this runner does not run it a second time.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def python_blocks(page: Path) -> list[tuple[str | None, str]]:
             f"{page.relative_to(ROOT)}:{index + 1}: a python block starts with '# <file>.py' "
             f"or follows a '{FRAGMENT}' line"
         )
-        blocks.append((named.group("name") if named else None, body))
+        blocks.append((named.group("name") if named and above != FRAGMENT else None, body))
         index = end + 1
     return blocks
 

@@ -1,4 +1,11 @@
-"""The README quickstart works as written."""
+"""The README's example and the site's longer examples work as written.
+
+The README holds one example (``shop.py``), run here. The site's pages hold examples whose
+output these tests compare (the quickstart, the handler API, fields, aggregates, feature
+configuration, workflows, the MCP client, the token commands); the pages mark them
+``<!-- fragment -->`` so that ``test_docs_examples.py``, which runs every other block, does not
+run them a second time.
+"""
 
 from __future__ import annotations
 
@@ -20,15 +27,76 @@ from asanoha import SessionUser
 from tests.integration.cli.test_worker_metrics import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+QUICKSTART = DOCS / "tutorial" / "quickstart.md"
+
+#: The named blocks that the pages mark as fragments, and the test that runs each.
+RUN_HERE = {
+    ("tutorial/quickstart.md", "shop.py"): "test_quickstart_declares_calls_and_tests",
+    (
+        "guides/agents.md",
+        "agent_client.py",
+    ): "test_agents_example_runs_an_mcp_session_with_an_approval",
+    ("guides/handlers.md", "notes.py"): "test_build_on_it_example_runs_as_written",
+    ("guides/entities.md", "orders.py"): "test_fields_example_runs_as_written",
+    ("guides/aggregates.md", "accounts.py"): "test_aggregates_example_runs_as_written",
+    (
+        "guides/feature-settings.md",
+        "mailer.py",
+    ): "test_feature_configuration_example_runs_as_written",
+    ("guides/workflows.md", "test_onboard.py"): "test_workflows_example_runs_as_written",
+    ("guides/live-updates.md", "board.py"): "feed/test_stream_handlers.py",
+}
 
 
-def python_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def python_blocks(page: Path = QUICKSTART) -> list[str]:
+    """The ``python`` blocks of a page of the site (or of the README), in order."""
+    text = page.read_text(encoding="utf-8")
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
+def named_block(page: str, name: str) -> str:
+    """The block of ``docs/<page>`` whose first line names the file ``name``."""
+    blocks = python_blocks(DOCS / page)
+    found = [block for block in blocks if re.match(rf"# {re.escape(name)}\b", block)]
+    assert len(found) == 1, f"docs/{page}: one block starting '# {name}', found {len(found)}"
+    return found[0]
+
+
+def test_every_named_fragment_of_the_site_is_run_by_a_test() -> None:
+    """A block that names a file but is marked a fragment is skipped by the generic runner:
+    each must be one this module (or the feed tests) runs."""
+    marked = set()
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for name in re.findall(r"^<!-- fragment -->\n```python\n# (\w+\.py)\b", text, re.M):
+            marked.add((str(page.relative_to(DOCS)), name))
+    assert marked == set(RUN_HERE)
+
+
+def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
+    (example,) = python_blocks(README)
+    assert example.startswith("# shop.py\n")
+    assert 30 <= len(example.splitlines()) <= 50
+    (tmp_path / "shop.py").write_text(example, encoding="utf-8")
+    env = sqlite_env(tmp_path, "shop.sqlite3")
+    ran = run_python(tmp_path, env, "shop.py")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines() == ["hi 1", "instruction_field_write_requires_high_risk"]
+    # The create wrote its row and its job row; the refused call wrote nothing.
+    engine = create_engine(env["ASANOHA_DATABASE_URL"], poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            labels = conn.execute(text("SELECT label FROM prompts")).scalars().all()
+            jobs = conn.execute(text("SELECT job_qn FROM asanoha_outbox")).scalars().all()
+    finally:
+        engine.dispose()
+    assert (labels, jobs) == (["hi"], ["prompts:job:notify"])
+
+
 def sqlite_env(folder: Path, database: str) -> dict[str, str]:
-    """The environment of a README script in ``folder``: importable there, on SQLite."""
+    """The environment of an example script in ``folder``: importable there, on SQLite."""
     return {
         **os.environ,
         "PYTHONPATH": str(folder),
@@ -65,16 +133,15 @@ def test_quickstart_declares_calls_and_tests(tmp_path: Path) -> None:
 
 
 def test_agents_example_runs_an_mcp_session_with_an_approval(tmp_path: Path) -> None:
-    blocks = python_blocks()
-    declare = blocks[0]
-    client = next(block for block in blocks if block.startswith("# agent_client.py"))
+    declare = named_block("tutorial/quickstart.md", "shop.py")
+    client = named_block("guides/agents.md", "agent_client.py")
     (tmp_path / "shop.py").write_text(declare, encoding="utf-8")
     (tmp_path / "agent_client.py").write_text(client, encoding="utf-8")
     env = {
         **os.environ,
         "PYTHONPATH": str(tmp_path),
         "ASANOHA_DATABASE_URL": f"sqlite+pysqlite:///{tmp_path / 'shop.sqlite3'}",
-        "ASANOHA_JWT_SECRET": "a-long-random-secret-for-the-readme-test",
+        "ASANOHA_JWT_SECRET": "a-long-random-secret-for-the-agents-example",
     }
     ran = subprocess.run(
         [sys.executable, "agent_client.py"],
@@ -113,9 +180,12 @@ def test_agents_example_runs_an_mcp_session_with_an_approval(tmp_path: Path) -> 
     assert agent_run and approver != subject
 
 
+TOKENS = DOCS / "guides" / "tokens.md"
+
+
 def shell_block(heading: str) -> str:
-    """The ``bash`` block that follows ``heading`` in the README."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The ``bash`` block that follows ``heading`` in the tokens guide."""
+    text = TOKENS.read_text(encoding="utf-8")
     after = text[text.index(heading) :]
     found = re.search(r"```bash\n(.*?)```", after, flags=re.DOTALL)
     assert found is not None, f"no bash block after {heading!r}"
@@ -123,22 +193,24 @@ def shell_block(heading: str) -> str:
 
 
 def test_tokens_example_writes_over_http_and_its_job_runs(tmp_path: Path) -> None:
-    """The *Tokens* block, run by bash against ``asanoha serve --app shop:app`` on the
-    quickstart's ``shop.py``, as the README says to start it (with the block's secret).
+    """The *Bearer tokens* block, run by bash against ``asanoha serve --app shop:app`` on the
+    quickstart's ``shop.py``, as the tokens guide says to start it (with the block's secret).
 
     Two substitutions, and only these: the server listens on a free port instead of 8000
     (the block's ``127.0.0.1:8000`` is replaced by it), and ``curl`` is wrapped so that it
     also prints the HTTP status.
     """
-    block = shell_block("**Tokens.**")
+    block = shell_block("## Bearer tokens")
     secret = re.search(r"^export ASANOHA_JWT_SECRET=(\S+)$", block, flags=re.MULTILINE)
     assert secret is not None, block
     assert "127.0.0.1:8000" in block
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    # The command the README gives to start the API, with the block's secret.
+    guide = TOKENS.read_text(encoding="utf-8")
+    # The command the guide gives to start the API, with the block's secret.
     serve = f"`ASANOHA_JWT_SECRET={secret.group(1)} asanoha serve --app shop:app`"
-    assert serve in readme
-    (tmp_path / "shop.py").write_text(python_blocks()[0], encoding="utf-8")
+    assert serve in guide
+    (tmp_path / "shop.py").write_text(
+        named_block("tutorial/quickstart.md", "shop.py"), encoding="utf-8"
+    )
     database = tmp_path / "shop.sqlite3"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASANOHA_")}
     env.pop("PYTHONPATH", None)
@@ -214,13 +286,13 @@ def wait_for_job_state(engine: Engine, job_qn: str, server: subprocess.Popen[byt
 
 
 def test_build_on_it_example_runs_as_written(tmp_path: Path) -> None:
-    example = next(b for b in python_blocks() if b.startswith("# notes.py"))
+    example = named_block("guides/handlers.md", "notes.py")
     (tmp_path / "notes.py").write_text(example, encoding="utf-8")
     env = sqlite_env(tmp_path, "notes.sqlite3")
     ran = run_python(tmp_path, env, "notes.py")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines() == ["['Ada']", "['Bob']"]
-    # The events the README describes, with the payload shapes it gives.
+    # The events the guide describes, with the payload shapes it gives.
     engine = create_engine(env["ASANOHA_DATABASE_URL"], poolclass=NullPool)
     with engine.connect() as conn:
         events = conn.execute(text("SELECT type, payload FROM asanoha_events ORDER BY id")).all()
@@ -236,7 +308,7 @@ def test_build_on_it_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_aggregates_example_runs_as_written(tmp_path: Path) -> None:
-    example = next(b for b in python_blocks() if b.startswith("# accounts.py"))
+    example = named_block("guides/aggregates.md", "accounts.py")
     (tmp_path / "accounts.py").write_text(example, encoding="utf-8")
     ran = run_python(tmp_path, sqlite_env(tmp_path, "accounts.sqlite3"), "accounts.py")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -244,7 +316,7 @@ def test_aggregates_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_stack: Any) -> None:
-    example = next(b for b in python_blocks() if b.startswith("# notes.py"))
+    example = named_block("guides/handlers.md", "notes.py")
     namespace: dict[str, Any] = {"__name__": "readme_notes"}
     exec(compile(example, "notes.py", "exec"), namespace)
     stack = asanoha_stack(features=[namespace["feature"]], jobs=True)
@@ -260,7 +332,7 @@ def test_build_on_it_job_writes_through_a_handler_that_admits_system(asanoha_sta
 
 
 def test_fields_example_runs_as_written(tmp_path: Path) -> None:
-    example = next(b for b in python_blocks() if b.startswith("# orders.py"))
+    example = named_block("guides/entities.md", "orders.py")
     (tmp_path / "orders.py").write_text(example, encoding="utf-8")
     ran = run_python(tmp_path, sqlite_env(tmp_path, "orders.sqlite3"), "orders.py")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -274,7 +346,7 @@ def test_fields_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_feature_configuration_example_runs_as_written(tmp_path: Path) -> None:
-    example = next(b for b in python_blocks() if b.startswith("# mailer.py"))
+    example = named_block("guides/feature-settings.md", "mailer.py")
     (tmp_path / "mailer.py").write_text(example, encoding="utf-8")
     ran = run_python(tmp_path, sqlite_env(tmp_path, "mailer.sqlite3"), "mailer.py")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -286,7 +358,7 @@ def test_feature_configuration_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_workflows_example_runs_as_written(tmp_path: Path) -> None:
-    example = next(b for b in python_blocks() if b.startswith("# test_onboard.py"))
+    example = named_block("guides/workflows.md", "test_onboard.py")
     (tmp_path / "test_onboard.py").write_text(example, encoding="utf-8")
     tested = run_python(
         tmp_path, {**os.environ, "PYTHONPATH": str(tmp_path)}, "-m", "pytest", "-q",

@@ -123,7 +123,7 @@ def migrate(project: Project, database: TestDatabase | None = None) -> None:
 def test_the_migrations_build_an_empty_database_after_one_two_and_three_revisions(
     project: Project, new_database: NewDatabase
 ) -> None:
-    # The README workflow: tables made by migrate before the project has migrations, then
+    # The workflow of docs/guides/migrations.md: tables made by migrate before the project has migrations, then
     # an entity change and its first revision, against that development database.
     write_shop(project, colour=False)
     made = project.run("migrate", "--app", "shop:app")

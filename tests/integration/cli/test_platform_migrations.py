@@ -63,7 +63,7 @@ def differences(database: Database) -> list[Any]:
 @pytest.mark.filterwarnings("ignore:Did not recognize type 'xid8'")
 def test_the_migrations_head_matches_the_declared_platform_tables(database: Database) -> None:
     # Fails when someone changes build_tables without a migration: write one in
-    # src/asanoha/platform/store/migrations/versions (see the README's migrations section).
+    # src/asanoha/platform/store/migrations/versions (see docs/guides/migrations.md).
     with database.begin() as conn:
         upgrade_platform(conn)
     assert differences(database) == []

@@ -18,7 +18,7 @@ from asanoha.testing import Stack, TestUsers
 from tests.integration.feed.conftest import Served
 
 ADMIN = TestUsers.admin
-README = Path(__file__).resolve().parents[3] / "README.md"
+LIVE_UPDATES = Path(__file__).resolve().parents[3] / "docs" / "guides" / "live-updates.md"
 WRITERS = 8
 #: Writes per writer: one create, then updates of the same row (one stream each).
 WRITES_EACH = 25
@@ -107,29 +107,28 @@ def test_a_browser_receives_every_event_once_across_cut_connections(
     assert ids == list(logged)
 
 
-def readme_feed_example() -> str:
-    """The JavaScript example of the README's "Live updates" section."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Live updates", 1)[1]
-    found = re.search(r"```javascript\n(.*?)```", section, flags=re.DOTALL)
+def guide_feed_example() -> str:
+    """The JavaScript example of the live updates guide."""
+    text = LIVE_UPDATES.read_text(encoding="utf-8")
+    found = re.search(r"```javascript\n(.*?)```", text, flags=re.DOTALL)
     assert found is not None
     return found.group(1)
 
 
 @pytest.mark.parametrize("stack", ["postgres"], indirect=True)
-def test_the_readme_example_follows_the_feed_in_a_browser(
+def test_the_guide_example_follows_the_feed_in_a_browser(
     stack: Stack, served: Served, browser: BrowserContext
 ) -> None:
     page = browser.new_page()
     page.goto(f"{served.base_url}/health")
-    example = readme_feed_example().replace('"TOKEN"', repr(served.token(ADMIN)))
+    example = guide_feed_example().replace('"TOKEN"', repr(served.token(ADMIN)))
     # As a page script: its ``const``s stay in the page's scope.
     page.add_script_tag(content=example + "\nwindow.feed = feed;")
     page.wait_for_function("() => window.feed.readyState === 1")
     with page.expect_console_message(
         predicate=lambda message: "crm:event:ticket.created" in message.text
     ) as logged:
-        row = stack.http.write_ok("crm:write:ticket:create", {"title": "from the README"}, ADMIN)
+        row = stack.http.write_ok("crm:write:ticket:create", {"title": "from the guide"}, ADMIN)
     page.evaluate("() => window.feed.close()")
     line = logged.value.text
     assert line.split(" ")[2] == row["id"]

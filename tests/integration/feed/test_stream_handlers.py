@@ -72,9 +72,10 @@ def test_a_stream_handler_refuses_callers_its_access_does_not_admit(
     assert served.feed.subscriptions == frozenset()
 
 
-def readme_board() -> Any:
-    """The README's stream handler example, run as a module."""
-    text = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+def guide_board() -> Any:
+    """The live updates guide's stream handler example, run as a module."""
+    guide = Path(__file__).resolve().parents[3] / "docs" / "guides" / "live-updates.md"
+    text = guide.read_text(encoding="utf-8")
     block = next(
         b
         for b in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
@@ -85,8 +86,8 @@ def readme_board() -> Any:
     return module
 
 
-def test_the_readme_stream_handler_serves_its_feed(asanoha_stack: Any) -> None:
-    board = readme_board()
+def test_the_guide_stream_handler_serves_its_feed(asanoha_stack: Any) -> None:
+    board = guide_board()
     stack: Stack = asanoha_stack(features=[board.board])
     staff = SessionUser.of("staff-a", "tenant-a", ["Staff"])
     for served in serve(stack):

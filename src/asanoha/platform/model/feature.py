@@ -484,7 +484,8 @@ class Feature:
         validates the payload of every manual enqueue (``ctx.dispatch``, ``enqueue_job``,
         ``asanoha jobs run``, ``job-admin:write:run``); the job receives the validated
         payload as a dict. ``priority=0..9``: among the messages waiting in its lane's queue,
-        higher priorities are delivered first (see the README for what each broker keeps).
+        higher priorities are delivered first (the jobs guide, *Priorities*, says what each
+        broker keeps).
         ``concurrency=Concurrency.skip/replace/sequential/debounce(...)``: how copies of the
         job with the same key run beside each other (default: in parallel);
         ``max_per_tenant=N``: at most N attempts run at once per tenant; ``unique_for=s``: an
