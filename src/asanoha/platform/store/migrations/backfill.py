@@ -9,7 +9,8 @@ value for it, and the row rebuilt from that event takes the field's default (see
 
 No backfill is written when SQL cannot express it: a default computed by a callable, a personal
 field (its values are sealed per subject, never written in plain text), or a value of the
-``json`` kind. The command says so, and the README's Migrations section shows the remedy.
+``json`` kind. The command says so, and the migrations guide
+(``docs/guides/migrations.md``) shows the remedy.
 """
 
 from __future__ import annotations
