@@ -15,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 
 from asanoha.app import App
 from asanoha.platform.consumers import Consumers, drain_consumers
+from asanoha.platform.jobs import control
 from asanoha.platform.model import Feature, Registry, SessionUser
 from asanoha.platform.personal.master_keys import generate_master_key
 from asanoha.platform.service import Service
@@ -217,6 +218,16 @@ class Stack:
         if self._jobs is None and self.app.consumers.user_defined:
             return drain_consumers(self.app.consumers, timeout)
         return self._runtime().drain(timeout)
+
+    def advance_clock(self, seconds: float) -> int:
+        """Bring every job row whose time has not come ``seconds`` nearer, as if that much
+        time had passed: a ``delay=``, a workflow's sleep, a retry's backoff, a debounce
+        window; the next ``drain()`` runs what became due. Other clocks (``unique_for``, rate
+        limits, token expiry) keep the wall clock. Returns how many rows moved."""
+        if seconds <= 0:
+            raise ValueError("advance_clock: seconds must be positive")
+        with self.app.database.begin() as conn:
+            return control.bring_forward(conn, self.app.service.tables, seconds)
 
     def dispatch_job(
         self,

@@ -6,11 +6,11 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, or_, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time, relay_time_now
-from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
 from asanoha.platform.store import Tables
 
 
@@ -138,3 +138,33 @@ def resume_rows(conn: Connection, tables: Tables, job_qns: Sequence[str], at: dt
         .values(relay_after=relay_time_now(outbox, at))
     ).rowcount
     return int(woken or 0)
+
+
+def bring_forward(conn: Connection, tables: Tables, seconds: float) -> int:
+    """Move the clocks of the pending rows whose time has not come ``seconds`` nearer, as if
+    that much time had passed (a test's ``stack.advance_clock``): a ``delay=``, a sleep
+    step, a retry's backoff, a snooze, a debounce window. Their messages are sent again (a
+    copy sent earlier with its countdown arrives later and finds its attempt done). A row
+    waiting for its key or for a resume is left to what wakes it. Returns how many."""
+    outbox = tables.outbox
+    shift = dt.timedelta(seconds=seconds)
+    # Row by row, in Python: the two databases keep times in types whose SQL arithmetic
+    # differs, and a test moves few rows.
+    ahead = conn.execute(
+        select(outbox.c.id, outbox.c.not_before, outbox.c.relay_after).where(
+            outbox.c.state == PENDING,
+            guards.not_due(outbox, clocks.now()),
+            or_(outbox.c.claim_token.is_(None), outbox.c.claim_token != WAITING_TOKEN),
+        )
+    ).all()
+    for row in ahead:
+        conn.execute(
+            update(outbox)
+            .where(outbox.c.id == row.id, outbox.c.state == PENDING)
+            .values(
+                not_before=clocks.as_utc(row.not_before) - shift,
+                relay_after=clocks.as_utc(row.relay_after) - shift,
+                published_at=None,
+            )
+        )
+    return len(ahead)
