@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "migrate": "asanoha.cli.migrate:migrate",
     "consumers": "asanoha.cli.consumers:consumers",
     "jobs": "asanoha.cli.jobs:jobs",
+    "workflows": "asanoha.cli.workflows:workflows",
     "features": "asanoha.cli.features:features",
     "projections": "asanoha.cli.projections:projections",
     "events": "asanoha.cli.events:events",

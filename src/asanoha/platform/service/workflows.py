@@ -131,18 +131,20 @@ class Workflows:
         *,
         tenant_id: str | None = None,
         within: Request | None = None,
+        publish: bool = True,
     ) -> WorkflowRun:
         """Run a failed run again from where it stopped: the items of its failed and
         cancelled steps that did not succeed run again (each with its full attempt budget),
         the steps that had not started wait again, what succeeded stays done. Raises
         ``ConflictError`` (409 ``workflow_run_not_failed``) for a run that is running,
         succeeded or cancelled, or whose failure is still stopping an attempt; 404
-        ``workflow_run_not_found``. Returns the run as it stands afterwards."""
+        ``workflow_run_not_found``. Returns the run as it stands afterwards. Without
+        ``publish`` the relay sends its job rows (a process whose broker reaches no worker)."""
         run_id = _run_id(run_id)
         service = self._service
         with self._unit(within) as request:
             self._row(request.conn, run_id, tenant_id)
-            retry_run(request, service.tables, service.registry.workflow, run_id)
+            retry_run(request, service.tables, service.registry.workflow, run_id, publish=publish)
             if within is not None:
                 return self._read(request.conn, run_id, tenant_id)
         return self.get(run_id)
