@@ -7,6 +7,7 @@ from typing import Any
 from asanoha.platform import telemetry
 from asanoha.platform.log_context import bind_log_fields, clear_log_fields
 from asanoha.platform.model import JobCancelled, JobDef, Snooze
+from asanoha.platform.model.workflows import JobResultError, result_problem
 from asanoha.workers.job_context import JobContext
 from asanoha.workers.retry_policy import is_retryable
 
@@ -39,6 +40,10 @@ def call_in_attempt_span(job: JobDef, payload: dict[str, Any], ctx: JobContext) 
             # A job of a feature switched off in its tenant waits, its attempt unspent.
             held = ctx.held_by_feature_switch()
             returned = held if held is not None else job.func(payload, ctx)
+            if job.keep_result and held is None and not isinstance(returned, Snooze):
+                problem = result_problem(f"job {job.qn}", returned)
+                if problem is not None:
+                    raise JobResultError(problem)
         except JobCancelled:
             span.outcome("cancelled")
             raise

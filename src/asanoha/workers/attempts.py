@@ -220,10 +220,17 @@ class AttemptRunner:
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
-        if isinstance(ctx, StepContext):
+        if isinstance(ctx, StepContext) or job.keep_result:
             # A workflow step's return value is its result (checked by the step's wrapper),
-            # stored sealed: its end runs carrying the values the step saw.
-            end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept(), result=returned)
+            # and so is a keep_result job's (checked in its span), stored sealed: its end
+            # runs carrying the values the attempt saw.
+            end = AttemptEnd(
+                "succeeded",
+                SUCCEEDED,
+                logs=ctx.log.kept(),
+                result=returned,
+                keep_result=job.keep_result,
+            )
             sealing = contextvars.Context()
             sealing.run(carry, ctx.carried_values)
             sealing.run(self._end, job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
@@ -256,9 +263,9 @@ class AttemptRunner:
                 )
             return context.run(call_in_attempt_span, job, payload, ctx)
         finally:
-            if isinstance(ctx, StepContext):
-                # The personal values the step was given or read: its result's end seals
-                # them as the step's own writes would (see ``_end_step``).
+            if isinstance(ctx, StepContext) or job.keep_result:
+                # The personal values the attempt was given or read: its result's end seals
+                # them as its own writes would.
                 ctx.carried_values = context.run(carried)
 
     def _failed(

@@ -134,6 +134,9 @@ class JobContext(FeatureAccess):
             logging.getLogger(f"asanoha.job.{job.qn}"),
             {"job": job.qn, "task_id": task_id, "attempt": self.attempt},
         )
+        #: The personal values the attempt saw, with their sealed texts (set when it ends):
+        #: a step's or a ``keep_result`` job's result is sealed with them.
+        self.carried_values: tuple[dict[str, str], dict[tuple[str, str], str]] | None = None
 
     @property
     def job_qn(self) -> str:

@@ -40,8 +40,6 @@ class StepContext(JobContext):
             int(headers[workflows.ITEM_HEADER]) if step.map is not None else None
         )
         self.results: dict[str, Any] = self._earlier_results(service)
-        #: The personal values the attempt saw, with their sealed texts (set when it ends).
-        self.carried_values: tuple[dict[str, str], dict[tuple[str, str], str]] | None = None
 
     def _earlier_results(self, service: Service) -> dict[str, Any]:
         workflow = service.registry.workflow(self.job.workflow_step.workflow_qn)

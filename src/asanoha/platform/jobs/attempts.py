@@ -47,10 +47,17 @@ from asanoha.platform.jobs.clocks import (
     due_by,
     relay_time,
 )
-from asanoha.platform.jobs.enqueue import lock_keys
+from asanoha.platform.jobs.enqueue import lock_keys, sealed
 from asanoha.platform.jobs.guards import lane_target
 from asanoha.platform.jobs.message import OutboxMessage
-from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
+from asanoha.platform.jobs.states import (
+    CANCELLED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    WAITING_TOKEN,
+)
 from asanoha.platform.jobs.workflows import WorkflowLookup
 from asanoha.platform.model import JobDef
 from asanoha.platform.store import Database, Tables
@@ -174,6 +181,8 @@ class AttemptEnd:
     logs: str | None = None
     #: A workflow step's return value (JSON), stored sealed with its item.
     result: Any = None
+    #: ``result`` is a ``keep_result=True`` job's: stored sealed beside its row.
+    keep_result: bool = False
 
     def row_attempt(self, attempt: int) -> int:
         """The attempt the row records after this end of ``attempt``."""
@@ -613,6 +622,12 @@ class JobRows:
                 self._record,
                 self._run_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
             )
+            if ended and end.keep_result and end.state == SUCCEEDED:
+                conn.execute(
+                    insert(self._tables.job_results).values(
+                        job_id=row_id, result=sealed(conn, end.result), created_at=finished
+                    )
+                )
             if ended and self.ends_step(claim, end):
                 assert self.workflow_of is not None
                 # The step's end and what it starts commit with the end of its job row.

@@ -201,8 +201,9 @@ class PostgresJobRows(JobRows):
         end: AttemptEnd,
     ) -> bool:
         """See ``JobRows.end``."""
-        if self.ends_step(claim, end):
-            # A step's end starts what follows it in the same transaction: the general path.
+        if self.ends_step(claim, end) or end.keep_result:
+            # A step's end starts what follows it in the same transaction, a kept result is
+            # written beside the end: the general path.
             return super().end(row_id, job_qn, tenant_id, attempt, claim, end)
         finished = clocks.now()
         params = self._end_params(row_id, attempt, claim, end, finished)

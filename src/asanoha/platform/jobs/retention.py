@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Connection, delete, or_
+from sqlalchemy import Connection, and_, delete, or_, select
 
 from asanoha.platform.jobs.states import FINISHED_STATES
 from asanoha.platform.store import Tables
@@ -19,8 +19,8 @@ def boot_key(job_qn: str, release: str) -> str:
 
 
 def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int:
-    """Delete finished job rows, and run rows, that ended before ``before``; return the
-    number of job rows deleted.
+    """Delete finished job rows (and their kept results), and run rows, that ended before
+    ``before``; return the number of job rows deleted.
 
     A boot job's row is kept whatever its age: it is the only record that its release ran
     the job, and the next worker of that release to start would run it again without it.
@@ -28,12 +28,13 @@ def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int
     outbox, runs = tables.outbox, tables.job_runs
     # A QN holds no LIKE wildcard (``%``, ``_``): the key's prefix is matched exactly.
     is_boot_record = outbox.c.idempotency_key.startswith(outbox.c.job_qn + BOOT_KEY_MARK)
-    deleted = conn.execute(
-        delete(outbox).where(
-            outbox.c.state.in_(FINISHED_STATES),
-            outbox.c.finished_at < before,
-            or_(outbox.c.idempotency_key.is_(None), ~is_boot_record),
-        )
-    ).rowcount
+    pruned = and_(
+        outbox.c.state.in_(FINISHED_STATES),
+        outbox.c.finished_at < before,
+        or_(outbox.c.idempotency_key.is_(None), ~is_boot_record),
+    )
+    results = tables.job_results
+    conn.execute(delete(results).where(results.c.job_id.in_(select(outbox.c.id).where(pruned))))
+    deleted = conn.execute(delete(outbox).where(pruned)).rowcount
     conn.execute(delete(runs).where(runs.c.finished_at < before))
     return int(deleted or 0)

@@ -473,6 +473,7 @@ class Feature:
         catch_up: bool = False,
         run_on_boot: bool = False,
         rate_limit: RateLimit | None = None,
+        keep_result: bool = False,
     ) -> Callable[[F], F]:
         """Register ``func(payload: dict, ctx: JobContext)`` as the job ``<feature>:job:<name>``.
 
@@ -496,6 +497,8 @@ class Feature:
         job runs once per deployed release (``ASANOHA_RELEASE``) when workers start.
         ``rate_limit=RateLimit("10/minute", per="tenant")``: an attempt over the limit waits
         until the window has room (its attempt not spent), it does not fail.
+        ``keep_result=True``: the job's return value (JSON, at most 1 MB) is stored sealed
+        when an attempt succeeds, for ``app.jobs.result(job_id, timeout=)``.
         """
         qn = make_qn(self.name, "job", name)
         self._check_open(f"job {qn!r}")
@@ -577,6 +580,7 @@ class Feature:
                     catch_up=bool(catch_up),
                     run_on_boot=bool(run_on_boot),
                     rate_limit=rate_limit,
+                    keep_result=bool(keep_result),
                 )
             )
             return func

@@ -183,6 +183,8 @@ class JobDef:
     rate_limit: RateLimit | None = None
     #: The workflow step this job runs (a ``workflows.StepDef``; ``None``: a plain job).
     workflow_step: Any = None
+    #: Its return value is stored, sealed, when an attempt succeeds (``app.jobs.result``).
+    keep_result: bool = False
 
     @property
     def triggers(self) -> str:

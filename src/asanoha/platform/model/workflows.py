@@ -33,6 +33,11 @@ class StepResultError(ValueError):
     """A step returned a result that cannot be stored: not JSON, or too large."""
 
 
+class JobResultError(ValueError):
+    """A ``keep_result=True`` job returned a result that cannot be stored: not JSON, or too
+    large. The attempt fails with it (and is retried like any failure)."""
+
+
 @dataclass(frozen=True)
 class StepDef:
     """One step of a workflow: the job that runs it, what it comes after, and (``map``) the
@@ -192,19 +197,28 @@ class WorkflowDef:
 
 def check_result(step: StepDef, result: Any) -> Any:
     """``result`` if a step's result may be stored: JSON, at most ``MAX_RESULT_BYTES``."""
+    problem = result_problem(f"step {step.qn}", result)
+    if problem is not None:
+        raise StepResultError(problem)
+    return result
+
+
+def result_problem(who: str, result: Any) -> str | None:
+    """Why ``result`` may not be stored as the result of ``who`` (a step, a job that keeps
+    its result): not JSON, or over ``MAX_RESULT_BYTES``; ``None``: it may."""
     try:
         text = json.dumps(result, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise StepResultError(
-            f"step {step.qn} returned a result that is not JSON ({exc}); return dicts, "
-            "lists, strings, numbers, booleans or None"
-        ) from None
-    if len(text.encode()) > MAX_RESULT_BYTES:
-        raise StepResultError(
-            f"step {step.qn} returned a result of {len(text.encode())} bytes, over the limit "
-            f"of {MAX_RESULT_BYTES}; store large data in an entity and return its id"
+        return (
+            f"{who} returned a result that is not JSON ({exc}); return dicts, lists, "
+            "strings, numbers, booleans or None"
         )
-    return result
+    if len(text.encode()) > MAX_RESULT_BYTES:
+        return (
+            f"{who} returned a result of {len(text.encode())} bytes, over the limit of "
+            f"{MAX_RESULT_BYTES}; store large data in an entity and return its id"
+        )
+    return None
 
 
 def _sleep_body(payload: dict[str, Any], ctx: Any) -> None:

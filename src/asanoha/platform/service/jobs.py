@@ -1,5 +1,5 @@
 """``App.jobs``: the operations on jobs that the CLI, the bundled job-admin handlers and
-application code call: cancel, retry, run, pause, resume.
+application code call: cancel, retry, run, pause, resume, and the kept result of a job.
 
 Each runs in a unit of work of its own, or inside a running write (``within``: a handler's
 request), so the rows it writes commit with that write and its messages are published
@@ -9,11 +9,15 @@ after it.
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from asanoha.platform.errors import Reasons, UnprocessableError
+from sqlalchemy import select
+
+from asanoha.platform.errors import NotFoundError, Reasons, UnprocessableError
+from asanoha.platform.jobs.states import CANCELLED, FAILED, SUCCEEDED
 from asanoha.platform.model import SessionUser
 from asanoha.platform.service import job_pauses
 from asanoha.platform.service.job_operations import (
@@ -38,6 +42,20 @@ class PauseChange:
     woken: int
 
 
+class JobNotSucceededError(Exception):
+    """``app.jobs.result``: the job ended without succeeding (failed for good, or
+    cancelled); ``state`` and ``last_error`` say how."""
+
+    def __init__(self, job_id: uuid.UUID, job_qn: str, state: str, last_error: str | None):
+        self.job_id, self.job_qn, self.state, self.last_error = job_id, job_qn, state, last_error
+        why = (last_error or "").strip().splitlines()[-1:] or ["no error recorded"]
+        super().__init__(f"{job_qn} {job_id} ended {state}: {why[0]}")
+
+
+#: Seconds between two reads of a job row while ``result`` waits for it to end.
+RESULT_POLL_SECONDS = 0.05
+
+
 class Jobs:
     """Job operations on one application's job rows."""
 
@@ -45,6 +63,42 @@ class Jobs:
         self._service = service
         #: The tenant of the system user the operations act as when no user is given.
         self._operator_tenant = operator_tenant
+
+    def result(self, job_id: uuid.UUID | str, *, timeout: float | None = None) -> Any:
+        """The return value of the job ``job_id`` (declared ``keep_result=True``) once it has
+        succeeded, its personal values opened; waits for it to end, at most ``timeout``
+        seconds (``None``: as long as it takes), then ``TimeoutError``. Raises
+        ``JobNotSucceededError`` when it failed for good or was cancelled, ``ValueError`` for
+        a job that keeps no result, ``NotFoundError`` (``job_row_not_found``) for an unknown
+        id (or a row the prune has deleted)."""
+        row_id = job_id if isinstance(job_id, uuid.UUID) else _job_row_id(str(job_id))
+        tables, engine = self._service.tables, self._service.database.engine
+        outbox, results = tables.outbox, tables.job_results
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    select(outbox.c.job_qn, outbox.c.state, outbox.c.last_error).where(
+                        outbox.c.id == row_id
+                    )
+                ).first()
+                if row is None:
+                    raise NotFoundError(Reasons.JOB_ROW_NOT_FOUND, id=str(row_id))
+                job = self._service.registry.job(row.job_qn)
+                if job is None or not job.keep_result:
+                    raise ValueError(
+                        f"{row.job_qn} keeps no result: declare it with keep_result=True"
+                    )
+                if row.state == SUCCEEDED:
+                    stored = conn.execute(
+                        select(results.c.result).where(results.c.job_id == row_id)
+                    ).scalar()
+                    return self._service.personal.vault(conn).reveal(stored)
+                if row.state in (FAILED, CANCELLED):
+                    raise JobNotSucceededError(row_id, row.job_qn, row.state, row.last_error)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{row.job_qn} {row_id} is still {row.state}")
+            time.sleep(RESULT_POLL_SECONDS)
 
     def cancel(
         self,
@@ -167,3 +221,11 @@ class Jobs:
 
     def _operator(self) -> SessionUser:
         return SessionUser.system(self._operator_tenant)
+
+
+def _job_row_id(text: str) -> uuid.UUID:
+    """``text`` as a job row's id (a text that is none: 404 ``job_row_not_found``)."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise NotFoundError(Reasons.JOB_ROW_NOT_FOUND, id=text) from None

@@ -173,6 +173,8 @@ class Tables:
     workflow_runs: Table
     workflow_steps: Table
     workflow_items: Table
+    #: The sealed return value of each succeeded job row of a ``keep_result=True`` job.
+    job_results: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -363,6 +365,7 @@ def build_tables(registry: Registry) -> Tables:
         token_revocations=_token_revocations_table(metadata),
         access_tokens=_access_tokens_table(metadata),
         **_workflow_tables(metadata),
+        job_results=_job_results_table(metadata),
     )
 
 
@@ -533,6 +536,18 @@ def _workflow_tables(metadata: MetaData) -> dict[str, Table]:
         Index("uq_asanoha_workflow_items_job", "job_id", unique=True),
     )
     return {"workflow_runs": runs, "workflow_steps": steps, "workflow_items": items}
+
+
+def _job_results_table(metadata: MetaData) -> Table:
+    """One row per succeeded job row of a ``keep_result=True`` job: its return value, sealed
+    like its payload (``app.jobs.result`` reads it; the prune deletes it with its row)."""
+    return Table(
+        "asanoha_job_results",
+        metadata,
+        Column("job_id", Uuid, primary_key=True),
+        Column("result", Json, nullable=True),
+        Column("created_at", Timestamp, nullable=False),
+    )
 
 
 def _snapshots_table(metadata: MetaData) -> Table:
