@@ -14,6 +14,8 @@ NOTICES = {
     "paused": "Paused: its jobs wait, in every tenant, until it is resumed; running attempts "
     "run on.",
     "resumed": "Resumed: its waiting jobs are sent to the workers.",
+    "run-retried": "The run runs again from where it stopped.",
+    "run-cancelled": "The run was cancelled.",
     "consumer-restart": "The consumer was restarted.",
     "consumer-skip": "The consumer skipped the event it was stopped at.",
     "consumer-disable": "The consumer was disabled.",

@@ -60,6 +60,10 @@ JOB_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
 CONSUMER_ACTIONS = ("restart", "skip", "disable", "enable")
 #: The job operations a job's page offers (``job-admin:write:<name>``).
 JOB_ACTIONS = ("retry", "cancel")
+#: What a run's page may do (``workflow-admin:write:<operation>``).
+RUN_ACTIONS = ("retry", "cancel")
+#: The states a run listing filters by.
+RUN_STATES = ("running", "succeeded", "failed", "cancelled")
 #: The pause operations the Jobs page offers for a job or a lane (``job-admin:write:<name>``).
 PAUSE_ACTIONS = ("pause", "resume")
 #: How many rows the jobs table shows at most.
@@ -113,6 +117,13 @@ class Console:
             ),
             Route(
                 f"{path}/pauses/{{operation}}", self.action(self.pause_operation), methods=["POST"]
+            ),
+            Route(f"{path}/workflows", self.page(self.workflows), methods=["GET"]),
+            Route(f"{path}/workflows/{{id:uuid}}", self.page(self.workflow), methods=["GET"]),
+            Route(
+                f"{path}/workflows/{{id:uuid}}/{{operation}}",
+                self.action(self.workflow_operation),
+                methods=["POST"],
             ),
             Route(f"{path}/consumers", self.page(self.consumers), methods=["GET"]),
             Route(
@@ -396,6 +407,85 @@ class Console:
             return _back(back, error=_message(answer))
         return _back(back, notice="job-retried" if operation == "retry" else "job-cancelled")
 
+    # -- workflows ------------------------------------------------------------------------
+
+    async def workflows(self, request: Request, session: Session) -> Response:
+        """The newest runs, by state and workflow."""
+        params = request.query_params
+        wanted = {
+            "state": params.get("state") if params.get("state") in RUN_STATES else None,
+            "workflow": params.get("workflow") or None,
+            "limit": _limit(params.get("limit")),
+        }
+        runs = await calls.query(
+            self.parts.service,
+            request,
+            session.user,
+            "workflow-admin:query:runs",
+            {key: value for key, value in wanted.items() if value is not None},
+        )
+        missing = _missing_feature(runs)
+        return self.render(
+            request,
+            "workflows.html",
+            session=session,
+            title="Workflows",
+            active="workflows",
+            missing=missing,
+            problem=_problem(runs) if missing is None else None,
+            runs=runs.data if runs.ok else [],
+            wanted=wanted,
+            states=RUN_STATES,
+            limits=JOB_ROWS,
+            known=sorted(workflow.qn for workflow in self.parts.registry.workflows),
+        )
+
+    async def workflow(self, request: Request, session: Session) -> Response:
+        """One run: its steps in order, each with its state, attempts, result or error, and
+        the job rows it ran as (each a link to its job page)."""
+        run_id = str(request.path_params["id"])
+        run = await calls.query(
+            self.parts.service, request, session.user, "workflow-admin:query:get", {"id": run_id}
+        )
+        missing = _missing_feature(run)
+        if run.error is not None and run.error.reason == Reasons.WORKFLOW_RUN_NOT_FOUND:
+            return self.render(
+                request,
+                "refused.html",
+                status_code=404,
+                session=session,
+                title="No such run",
+                reason=f"This tenant has no workflow run {run_id}.",
+            )
+        return self.render(
+            request,
+            "workflow.html",
+            session=session,
+            title="Workflow run",
+            active="workflows",
+            missing=missing,
+            problem=_problem(run) if missing is None else None,
+            run=run.data if run.ok else None,
+        )
+
+    async def workflow_operation(self, request: Request, session: Session) -> Response:
+        """Retry or cancel a run through ``workflow-admin:write:retry`` / ``cancel``."""
+        run_id = str(request.path_params["id"])
+        operation = request.path_params["operation"]
+        back = f"{base_of(request)}/workflows/{run_id}"
+        if operation not in RUN_ACTIONS:
+            return _back(back, error="unknown-operation")
+        answer = await calls.write(
+            self.parts.service,
+            request,
+            session.user,
+            f"workflow-admin:write:{operation}",
+            {"id": run_id},
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="run-retried" if operation == "retry" else "run-cancelled")
+
     async def pause_operation(self, request: Request, session: Session) -> Response:
         """Pause or resume a job or a lane through ``job-admin:write:pause`` / ``resume``;
         back to the job's page when the form came from one, else to the Jobs page."""
@@ -603,6 +693,8 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
                 if handler.startswith("consumer-admin:")
                 else "token_admin"
                 if handler.startswith("tokens:")
+                else "workflow_admin"
+                if handler.startswith("workflow-admin:")
                 else "job_admin"
             )
             return f"asanoha.handlers.{name}.feature"

@@ -27,6 +27,8 @@ TONES: dict[str, Tone] = {
     "requeued": "waiting",
     "snoozed": "waiting",
     "rate_limited": "waiting",
+    # A workflow step whose predecessors have not succeeded yet.
+    "waiting": "waiting",
     "cancelled": "neutral",
     "disabled": "neutral",
 }

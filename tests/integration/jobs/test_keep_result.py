@@ -89,7 +89,9 @@ def test_waiting_for_a_result_times_out_while_the_job_is_pending(
 
 @pytest.mark.parametrize("database", ["postgres"])
 def test_a_kept_personal_value_is_sealed_and_forgotten(asanoha_stack: Any, database: str) -> None:
-    stack = asanoha_stack(features=[personal, _features(personal_trigger=True)], jobs=True, database=database)
+    stack = asanoha_stack(
+        features=[personal, _features(personal_trigger=True)], jobs=True, database=database
+    )
     created = stack.http.write_ok(
         "personal:write:customer:create",
         {"email": ALICE["email"], "name": ALICE["name"], "plan": "p"},
