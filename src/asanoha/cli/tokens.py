@@ -8,7 +8,6 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.signing import refuse_insecure_signing
-from asanoha.platform.model import SessionUser
 
 
 def split_roles(values: list[str]) -> list[str]:
@@ -42,6 +41,7 @@ def token(
     for jobs and consumers) and a lifetime above ASANOHA_JWT_MAX_TTL_SECONDS.
     """
     from asanoha.platform.http.auth import TokenRefusedError, issue_token
+    from asanoha.platform.model import SessionUser
 
     loaded = load_app(app)
     refuse_insecure_signing(loaded)
