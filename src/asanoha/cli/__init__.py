@@ -54,6 +54,7 @@ COMMANDS: dict[str, str] = {
     "events": "asanoha.cli.events:events",
     "keys": "asanoha.cli.keys:keys",
     "config": "asanoha.cli.config:config",
+    "docs": "asanoha.cli.docs:docs",
 }
 
 
