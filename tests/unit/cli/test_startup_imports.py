@@ -121,3 +121,16 @@ def test_python_dash_m_asanoha_runs_the_command_line() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("asanoha ")
+
+
+def test_loading_the_application_leaves_out_what_only_some_declarations_use() -> None:
+    # ``asanoha jobs failed`` and every command that loads an application import asanoha.app:
+    # email checks, money fields, rate limits and the texts of errors load their libraries
+    # when first used.
+    script = "import json, sys\nimport asanoha.app\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout))
+    assert sorted({"email_validator", "babel", "limits", "yaml"} & loaded) == []
