@@ -34,6 +34,9 @@ def config(
     from pydantic import ValidationError
 
     from asanoha.platform.settings import Settings
+
+    # The platform is imported inside the functions that use it: ``asanoha --help`` imports
+    # this module (see ``asanoha.cli``).
     from asanoha.platform.settings_sources import (
         effective_settings,
         settings_problems,

@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from asanoha.app import App
     from asanoha.platform.log_format import LogFormat
 
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
+
 
 def set_up_observability(app: App, role: str) -> LogFormat:
     """Turn tracing on as ``OTEL_*`` says (service name ``<queue prefix>-<role>`` unless

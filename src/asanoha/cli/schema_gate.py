@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from asanoha.platform.store.migrations import SchemaStatus
     from asanoha.platform.store.upcasting import UnreadableEventVersionError
 
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
+
 __all__ = [
     "DEFAULT_APP_MIGRATIONS",
     "refuse_behind",

@@ -21,6 +21,9 @@ from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
 from asanoha.cli.signing import refuse_insecure_signing, refuse_plaintext_personal_data
 
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
+
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 

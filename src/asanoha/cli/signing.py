@@ -15,6 +15,9 @@ from asanoha.cli.notices import notify
 if TYPE_CHECKING:
     from asanoha.app import App
 
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
+
 
 def refuse_insecure_signing(app: App, *, checks_tokens: bool = True) -> None:
     """Exit with status 1 and the settings to fix when ``require_signing_settings`` refuses

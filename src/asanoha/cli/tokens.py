@@ -9,6 +9,9 @@ import typer
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.signing import refuse_insecure_signing
 
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
+
 
 def split_roles(values: list[str]) -> list[str]:
     """Roles given as repeated options, comma-separated, or both."""

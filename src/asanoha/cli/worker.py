@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from asanoha.platform.model.handlers import Lane
     from asanoha.platform.settings import Settings
 
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
+
 #: Levels ``--loglevel`` takes (Celery's, any case).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")
 
