@@ -4,6 +4,13 @@ A command's module is imported only when that command runs (or a help page lists
 ``asanoha worker`` forks its pool from this process, and every module loaded here for
 another command (the HTTP server, the MCP server, tables for the terminal) would sit in the
 worker's main process and in each pool process.
+
+``asanoha --help`` lists every command with the first line of its help, so it imports every
+command module: those import only typer and the light parts of this package at their top,
+and the application, the service layer, the store, FastAPI and Celery inside the functions
+that use them (or under ``TYPE_CHECKING`` for annotations). ``asanoha`` itself exposes its
+public names lazily for the same reason. tests/unit/cli/test_startup_imports.py holds the
+list of what ``--help`` must not import.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ COMMANDS: dict[str, str] = {
     "events": "asanoha.cli.events:events",
     "keys": "asanoha.cli.keys:keys",
     "config": "asanoha.cli.config:config",
+    "docs": "asanoha.cli.docs:docs",
 }
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from asanoha.app import App
+if TYPE_CHECKING:
+    from asanoha.app import App
 
 #: The variable ``--app`` falls back to (Celery's commands read ``APP`` the same way).
 APP_VARIABLE = "ASANOHA_APP"
@@ -73,6 +74,10 @@ def load_app(reference: str) -> App:
         raise typer.BadParameter(
             f"module {module_name!r} has no attribute {attribute!r}", param_hint="--app"
         ) from exc
+    # Imported here, not above: every command module imports this one, and ``asanoha --help``
+    # imports every command module. The application's module has imported it by now.
+    from asanoha.app import App
+
     if not isinstance(found, App):
         raise typer.BadParameter(
             f"{reference} is a {type(found).__name__}, not an asanoha App", param_hint="--app"

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from asanoha.app import App
-
 if TYPE_CHECKING:
     from celery import Celery
+
+    from asanoha.app import App
 
 #: Celery's global options that asanoha decides: the application and so its broker.
 OWNED_GLOBAL_OPTIONS: Mapping[str, str] = {

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from asanoha.app import App
 from asanoha.cli.app_loading import OptionalAppOption, load_app
 from asanoha.cli.listings import JsonOption, print_json, print_table
-from asanoha.platform.settings import Settings
+
+if TYPE_CHECKING:
+    from asanoha.app import App
 
 
 def config(
@@ -32,6 +33,10 @@ def config(
     """
     from pydantic import ValidationError
 
+    from asanoha.platform.settings import Settings
+
+    # The platform is imported inside the functions that use it: ``asanoha --help`` imports
+    # this module (see ``asanoha.cli``).
     from asanoha.platform.settings_sources import (
         effective_settings,
         settings_problems,

@@ -8,14 +8,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.listings import JsonOption, print_json, print_table
-from asanoha.platform.consumers import Consumers, ConsumerStatus
 from asanoha.platform.errors import AsanohaError
+
+if TYPE_CHECKING:
+    from asanoha.platform.consumers import Consumers, ConsumerStatus
 
 consumers = typer.Typer(
     help="Event consumers: status, run, restart, skip, disable, enable, repartition."

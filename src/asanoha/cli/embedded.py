@@ -14,12 +14,15 @@ import secrets
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from asanoha.app import App
 from asanoha.cli.notices import notify
-from asanoha.platform.log_format import configured_log_format
-from asanoha.platform.model import SYSTEM_ROLE, SessionUser
-from asanoha.platform.settings import EMBEDDED_BROKER_URL
+
+if TYPE_CHECKING:
+    from asanoha.app import App
+
+# The platform is imported inside the functions: ``asanoha --help`` imports every command
+# module, and so this one (see ``asanoha.cli``).
 
 DEVELOPER_ID = "developer"
 #: The loggers a Celery worker prints: the jobs' own ``ctx.log`` lines and the platform's
@@ -31,6 +34,8 @@ JOB_ACTIVITY_FORMAT = "[%(asctime)s: %(levelname)s/%(name)s] %(message)s"
 
 def uses_embedded_broker(app: App) -> bool:
     """Whether jobs go through the in-process broker, which only this process reaches."""
+    from asanoha.platform.settings import EMBEDDED_BROKER_URL
+
     return app.settings.broker_url.startswith(EMBEDDED_BROKER_URL)
 
 
@@ -66,6 +71,8 @@ def embedded_worker(app: App, log_level: str = "info") -> Iterator[None]:
 def show_job_activity(log_level: str) -> None:
     """Print the jobs' log lines and outcomes on stderr, as a Celery worker does (the
     in-process worker of ``serve`` configures no logging of its own)."""
+    from asanoha.platform.log_format import configured_log_format
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(JOB_ACTIVITY_FORMAT))
     level = logging.getLevelName(log_level.upper())
@@ -103,6 +110,7 @@ def development_token(app: App) -> str:
     """A token holding every role the application's handlers name, but ``system``: that is
     the platform's own identity for jobs and consumers, which no token may carry."""
     from asanoha.platform.http.auth import issue_token
+    from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 
     roles = sorted(
         {role for handler in app.registry.handlers for role in handler.access.roles} - {SYSTEM_ROLE}

@@ -10,13 +10,15 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.platform.errors import AsanohaError
-from asanoha.platform.model.retention import parse_age as age_of
 
 events = typer.Typer(help="The event store: prune old events into an archive, restore one.")
 
 
 def parse_age(text: str) -> dt.timedelta:
     """``365d``, ``12h`` or ``30m`` as a duration; ``typer.BadParameter`` otherwise."""
+    # Imported here: ``asanoha --help`` imports this module (see ``asanoha.cli``).
+    from asanoha.platform.model.retention import parse_age as age_of
+
     try:
         return age_of(text)
     except ValueError as exc:

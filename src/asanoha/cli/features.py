@@ -12,7 +12,6 @@ import typer
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.errors import AsanohaError
-from asanoha.platform.model.feature_settings import TENANT_SCOPE
 
 features = typer.Typer(
     help="Features per tenant: enable, disable, list; their configuration and secrets."
@@ -140,11 +139,16 @@ def set_secret(key: KeyArgument, tenant: TenantOption, app: AppOption) -> None:
 
 
 def _split(key: str) -> tuple[str, str]:
+    # Imported here: ``asanoha --help`` imports this module (see ``asanoha.cli``).
+    from asanoha.platform.model.feature_settings import TENANT_SCOPE
+
     feature, _, name = key.rpartition(".")
     return feature or TENANT_SCOPE, name
 
 
 def _joined(feature: str | None, key: str) -> str:
+    from asanoha.platform.model.feature_settings import TENANT_SCOPE
+
     return key if feature in (None, TENANT_SCOPE) else f"{feature}.{key}"
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import uuid
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,13 +15,12 @@ from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import uses_embedded_broker
 from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.errors import AsanohaError, ValidationError
-from asanoha.platform.service.job_operations import (
-    JobRun,
-    list_failed_jobs,
-    list_job_runs,
-    list_pending_jobs,
-    prune_job_rows,
-)
+
+if TYPE_CHECKING:
+    from asanoha.platform.service.job_operations import JobRun
+
+# The service layer is imported inside the commands: ``asanoha --help`` and
+# ``asanoha jobs failed --help`` import this module (see ``asanoha.cli``).
 
 jobs = typer.Typer(
     help=(
@@ -48,6 +47,8 @@ def runs(
     ] = None,
 ) -> None:
     """The newest job attempts: job, task id, attempt, status, start, end, error."""
+    from asanoha.platform.service.job_operations import list_job_runs
+
     job_id = None if logs is None else _job_id(logs)
     loaded = load_app(app)
     with loaded.database.connect() as conn:
@@ -97,6 +98,8 @@ def _print_logs(job_id: uuid.UUID, found: list[JobRun]) -> None:
 @jobs.command()
 def failed(app: AppOption, limit: LimitOption = 20, as_json: JsonOption = False) -> None:
     """Jobs that failed for good, newest first: the ids 'asanoha jobs retry' takes."""
+    from asanoha.platform.service.job_operations import list_failed_jobs
+
     loaded = load_app(app)
     with loaded.database.connect() as conn:
         found = list_failed_jobs(conn, loaded.service.tables, limit=limit)
@@ -126,6 +129,8 @@ def pending(app: AppOption, limit: LimitOption = 50, as_json: JsonOption = False
     """Jobs still to run (pending) or running, oldest first: state, the pause that holds it
     (its job, or lane:<name>: no attempt starts until 'asanoha jobs resume'), attempts so
     far, when the next attempt may start and when its message was sent."""
+    from asanoha.platform.service.job_operations import list_pending_jobs
+
     loaded = load_app(app)
     with loaded.database.connect() as conn:
         found = list_pending_jobs(
@@ -279,6 +284,8 @@ def prune(
     ] = None,
 ) -> None:
     """Delete finished job rows and their run rows, as beat's hourly prune does."""
+    from asanoha.platform.service.job_operations import prune_job_rows
+
     loaded = load_app(app)
     days = loaded.settings.job_retention_days if older_than_days is None else older_than_days
     with loaded.database.begin() as conn:

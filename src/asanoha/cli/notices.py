@@ -14,8 +14,6 @@ import logging
 import sys
 from typing import TextIO
 
-from asanoha.platform.log_format import configured_log_format
-
 log = logging.getLogger("asanoha.cli")
 
 
@@ -39,6 +37,10 @@ log.setLevel(logging.INFO)
 
 def notify(message: str, level: int = logging.INFO) -> None:
     """Tell the person running the command ``message`` (see the module's doc)."""
+    # Imported here: a command module imports this one, and ``asanoha --help`` imports every
+    # command module (see ``asanoha.cli``).
+    from asanoha.platform.log_format import configured_log_format
+
     # Decided per message: logging may be set up between two of them.
     plain = configured_log_format() is None
     if plain and _plain not in log.handlers:

@@ -9,14 +9,18 @@ with the command to run: the schema of a shared database changes once per releas
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-from asanoha.app import App
-from asanoha.platform.schema import DEFAULT_APP_MIGRATIONS, SchemaUpgrade, bring_schema_up_to_date
-from asanoha.platform.store.migrations import SchemaStatus
-from asanoha.platform.store.upcasting import UnreadableEventVersionError
+if TYPE_CHECKING:
+    from asanoha.app import App
+    from asanoha.platform.schema import SchemaUpgrade
+    from asanoha.platform.store.migrations import SchemaStatus
+    from asanoha.platform.store.upcasting import UnreadableEventVersionError
+
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
 
 __all__ = [
     "DEFAULT_APP_MIGRATIONS",
@@ -26,12 +30,20 @@ __all__ = [
     "require_current_schema",
 ]
 
+#: ``asanoha.platform.schema.DEFAULT_APP_MIGRATIONS``, the default of ``--migrations``. Not
+#: imported from there: the commands that show it are imported by ``asanoha --help``, which
+#: should not import the store (see ``asanoha.cli``); a test keeps the two equal.
+DEFAULT_APP_MIGRATIONS = Path("migrations")
+
 
 def require_current_schema(
     app: App, reference: str, app_migrations: Path = DEFAULT_APP_MIGRATIONS
 ) -> SchemaUpgrade:
     """Bring the schema up to date where this process may (SQLite), else check it; exit
     with the command to run when the database still lacks what the code uses."""
+    from asanoha.platform.schema import bring_schema_up_to_date
+    from asanoha.platform.store.upcasting import UnreadableEventVersionError
+
     try:
         upgrade = bring_schema_up_to_date(
             app.registry,

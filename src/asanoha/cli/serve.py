@@ -20,7 +20,9 @@ from asanoha.cli.embedded import (
 from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
 from asanoha.cli.signing import refuse_insecure_signing, refuse_plaintext_personal_data
-from asanoha.platform.log_format import configure_logging, logging_config
+
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -102,6 +104,8 @@ def serve(
     the jobs of the embedded default).
     """
     import uvicorn
+
+    from asanoha.platform.log_format import configure_logging, logging_config
 
     loaded = load_app(app)
     if reload and workers > 1:

@@ -6,16 +6,24 @@ public placeholder secret would let anyone in.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from asanoha.app import App
 from asanoha.cli.notices import notify
-from asanoha.platform.settings import InsecureSettingsError, require_signing_settings
+
+if TYPE_CHECKING:
+    from asanoha.app import App
+
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
 
 
 def refuse_insecure_signing(app: App, *, checks_tokens: bool = True) -> None:
     """Exit with status 1 and the settings to fix when ``require_signing_settings`` refuses
     the application's settings (``checks_tokens=False``: the placeholder is no fault)."""
+    from asanoha.platform.settings import InsecureSettingsError, require_signing_settings
+
     try:
         require_signing_settings(app.settings, checks_tokens=checks_tokens)
     except InsecureSettingsError as exc:

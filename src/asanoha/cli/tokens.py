@@ -8,7 +8,9 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.signing import refuse_insecure_signing
-from asanoha.platform.model import SessionUser
+
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
 
 
 def split_roles(values: list[str]) -> list[str]:
@@ -42,6 +44,7 @@ def token(
     for jobs and consumers) and a lifetime above ASANOHA_JWT_MAX_TTL_SECONDS.
     """
     from asanoha.platform.http.auth import TokenRefusedError, issue_token
+    from asanoha.platform.model import SessionUser
 
     loaded = load_app(app)
     refuse_insecure_signing(loaded)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
@@ -19,9 +19,14 @@ from asanoha.cli.celery_runner import (
 from asanoha.cli.observability import set_up_observability
 from asanoha.cli.schema_gate import require_current_schema
 from asanoha.cli.signing import refuse_insecure_signing, refuse_plaintext_personal_data
-from asanoha.platform.log_format import LogFormat
-from asanoha.platform.model.handlers import Lane
-from asanoha.platform.settings import Settings
+
+if TYPE_CHECKING:
+    from asanoha.platform.log_format import LogFormat
+    from asanoha.platform.model.handlers import Lane
+    from asanoha.platform.settings import Settings
+
+# The platform is imported inside the functions that use it: ``asanoha --help`` imports
+# this module (see ``asanoha.cli``).
 
 #: Levels ``--loglevel`` takes (Celery's, any case).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")
@@ -143,6 +148,9 @@ def worker_argv(
 
 def parse_lanes(values: Sequence[str]) -> tuple[Lane, ...]:
     """The lanes ``--lanes`` names, in order, once each; every lane when none is named."""
+    # Imported here: ``asanoha --help`` imports this module (see ``asanoha.cli``).
+    from asanoha.platform.model.handlers import Lane
+
     known: tuple[Lane, ...] = get_args(Lane)
     chosen: list[Lane] = []
     for value in values:

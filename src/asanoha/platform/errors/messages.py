@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from asanoha.platform.errors.reasons import Reasons
 
 LANGUAGES = ("en", "de")
@@ -20,6 +18,9 @@ Audience = Literal["end_user", "developer"]
 @functools.cache
 def load_catalogue(language: str) -> dict[str, dict[str, str]]:
     """The ``reason -> {end_user, developer}`` table of one language."""
+    # Imported with the first text read: every command imports the errors, few read a text.
+    import yaml
+
     with (_I18N / f"{language}.yaml").open(encoding="utf-8") as handle:
         data: dict[str, dict[str, str]] = yaml.safe_load(handle)
     return data

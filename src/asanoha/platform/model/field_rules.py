@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pydantic
-from email_validator import EmailNotValidError, validate_email
 
 from asanoha.platform.errors import DefinitionError, Reasons, UnprocessableError
 from asanoha.platform.model.fields import LIST_KINDS, ORDERED_KINDS, TEXT_FORMATS, Field
@@ -202,6 +201,10 @@ def _own_problem(declared: Field, value: Any) -> Problem | None:
 
 def _format_problem(format: str, value: str) -> str | None:
     if format == "email":
+        # Imported on the first email checked: it compiles its patterns when imported, which
+        # every command that loads an application would pay.
+        from email_validator import EmailNotValidError, validate_email
+
         try:
             validate_email(value, check_deliverability=False)
         except EmailNotValidError as error:

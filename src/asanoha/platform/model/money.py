@@ -15,8 +15,6 @@ import functools
 import re
 from typing import Any, TypedDict
 
-from babel.numbers import get_currency_precision, list_currencies
-
 #: Decimal text with at most 15 digits before the point (minor units fit a bigint).
 AMOUNT_TEXT = r"^-?[0-9]{1,15}(\.[0-9]{1,4})?$"
 _AMOUNT = re.compile(AMOUNT_TEXT)
@@ -40,12 +38,18 @@ class StoredMoney(TypedDict):
 @functools.cache
 def currencies() -> frozenset[str]:
     """The ISO 4217 codes known to CLDR (current and historical)."""
+    # Imported when first asked (babel's tables are large): loading an application without
+    # money fields does not pay for it.
+    from babel.numbers import list_currencies
+
     return frozenset(list_currencies())
 
 
 @functools.cache
 def minor_digits(currency: str) -> int:
     """How many decimal places an amount in ``currency`` has (EUR 2, JPY 0, KWD 3)."""
+    from babel.numbers import get_currency_precision
+
     return int(get_currency_precision(currency))
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Literal
-
-import limits
+from typing import TYPE_CHECKING, Literal
 
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model.access import Access
+
+if TYPE_CHECKING:
+    import limits
 
 RateScope = Literal["user", "tenant", "ip", "principal"]
 _SCOPES = ("user", "tenant", "ip", "principal")
@@ -47,6 +48,10 @@ class RateLimit:
     @functools.cached_property
     def item(self) -> limits.RateLimitItem:
         """The parsed rate."""
+        # Imported with the first rate declared: limits brings asyncio and its storages,
+        # which an application without rate limits (and every command) would load for nothing.
+        import limits
+
         return limits.parse(self.rate)
 
 

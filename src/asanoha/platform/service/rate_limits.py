@@ -12,10 +12,6 @@ import logging
 import math
 import time
 
-from limits.errors import StorageError
-from limits.storage import storage_from_string
-from limits.strategies import MovingWindowRateLimiter
-
 from asanoha.platform.errors import RateLimitError, Reasons, ServiceUnavailableError
 from asanoha.platform.model import HandlerDef, SessionUser
 from asanoha.platform.model.rate_limit import RateLimit
@@ -35,6 +31,11 @@ class RateLimiter:
         self._namespace = namespace
         #: The limit of handlers that declare none (``ASANOHA_RATE_LIMIT_DEFAULT``).
         self.default = default
+        # limits is imported by a limiter only (it brings asyncio and its storages): an
+        # application without rate limits, and every command, does without it.
+        from limits.storage import storage_from_string
+        from limits.strategies import MovingWindowRateLimiter
+
         # wrap_exceptions: a Redis that does not answer raises StorageError, whatever the
         # client library's own exception.
         storage = storage_from_string(url, wrap_exceptions=True)
@@ -43,6 +44,8 @@ class RateLimiter:
     def check(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
         """Count one call of ``handler`` by ``user``; ``RateLimitError`` (429) when it is one
         too many, ``ServiceUnavailableError`` (503) when Redis does not answer."""
+        from limits.errors import StorageError
+
         limit = self.limit_of(handler, user)
         if limit is None:
             return
@@ -76,6 +79,8 @@ class RateLimiter:
         """Count one attempt of the job ``job_qn``; return 0 when it may run, else the
         seconds until its limit's window has room. A Redis that does not answer makes it
         wait ``UNAVAILABLE_WAIT`` seconds (it never fails the job), unless ``fail_open``."""
+        from limits.errors import StorageError
+
         item = limit.item
         scope = ("tenant", tenant_id) if limit.per == "tenant" else (
             "principal", tenant_id, triggered_by or "")  # fmt: skip
