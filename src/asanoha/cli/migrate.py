@@ -109,7 +109,7 @@ def revision(
     """Autogenerate a migration of the application's entity tables into its migrations folder.
 
     The database is compared with the registry: apply the earlier revisions first. The
-    first revision creates every entity table (see the README's Migrations section). Review
+    first revision creates every entity table (see docs/guides/migrations.md). Review
     the file before applying it (renames appear as a drop and an add). A new field's
     ``default=`` is backfilled into the existing rows; the command says which.
     """
