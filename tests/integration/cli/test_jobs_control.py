@@ -179,7 +179,7 @@ def test_pause_and_resume_a_job_and_list_the_pauses(stack):
     with stack.nothing_written():
         unknown = jobs("pause", "clijobs:job:nope")
     assert unknown.exit_code == 1
-    assert "no job or lane 'clijobs:job:nope'" in unknown.output
+    assert "no job, workflow or lane 'clijobs:job:nope'" in unknown.output
 
 
 def test_pending_marks_the_rows_a_pause_of_their_job_or_lane_holds(stack):

@@ -309,7 +309,7 @@ def test_pausing_a_lane_pauses_its_jobs(jobs_stack):
     stack.app.jobs.resume("lane:worker")
     stack.drain(timeout=30)
     assert calls == ["slow"]
-    with pytest.raises(LookupError, match="no job or lane"):
+    with pytest.raises(LookupError, match="no job, workflow or lane"):
         stack.app.jobs.pause("lanes:job:nope")
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "paused_job_qns",
     "pausing_targets",
     "resolve_target",
+    "resolve_targets",
     "resume",
 ]
 
@@ -54,9 +55,21 @@ def resolve_target(registry: Registry, target: str) -> str:
     if name in lanes or (target.startswith(LANE_PREFIX) and name in ("worker", "api")):
         return lane_target(name)
     raise LookupError(
-        f"no job or lane {target!r}: name a job QN (asanoha jobs list) or a lane "
+        f"no job, workflow or lane {target!r}: name a job QN (asanoha jobs list), a "
+        "workflow QN or a lane "
         f"({', '.join(lanes) or 'worker, api'})"
     )
+
+
+def resolve_targets(registry: Registry, target: str) -> tuple[str, list[str]]:
+    """What ``target`` names, and the stored targets it stands for: ``resolve_target``'s,
+    or for a workflow's QN the QN of each of its steps (every step is a job): pausing a
+    workflow pauses its steps."""
+    workflow = registry.workflow(target)
+    if workflow is not None:
+        return workflow.qn, [step.qn for step in workflow.steps.values()]
+    stored = resolve_target(registry, target)
+    return stored, [stored]
 
 
 def pause(conn: Connection, tables: Tables, target: str, by: str | None) -> bool:

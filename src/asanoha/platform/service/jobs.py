@@ -190,29 +190,29 @@ class Jobs:
     def pause(
         self, target: str, *, paused_by: str | None = None, within: Request | None = None
     ) -> PauseChange:
-        """Pause a job (its QN) or a lane (``worker``, ``api`` or ``lane:<name>``) in every
-        tenant: its rows stay pending, no worker claims them and the relay leaves them
-        alone until ``resume``; a running attempt runs on. Raises ``LookupError`` naming
-        the jobs and lanes there are when ``target`` is neither."""
-        stored = job_pauses.resolve_target(self._service.registry, target)
+        """Pause a job (its QN), a workflow (its QN: each of its steps) or a lane
+        (``worker``, ``api`` or ``lane:<name>``) in every tenant: its rows stay pending, no
+        worker claims them and the relay leaves them alone until ``resume``; a running
+        attempt runs on. Raises ``LookupError`` naming the jobs and lanes there are when
+        ``target`` is none of them."""
+        shown, stored = job_pauses.resolve_targets(self._service.registry, target)
         if within is None:
             with self._service.unit_of_work(self._operator()) as request:
                 return self.pause(target, paused_by=paused_by, within=request)
-        changed = job_pauses.pause(within.conn, self._service.tables, stored, paused_by)
-        return PauseChange(stored, changed, 0)
+        tables = self._service.tables
+        changed = [job_pauses.pause(within.conn, tables, each, paused_by) for each in stored]
+        return PauseChange(shown, any(changed), 0)
 
     def resume(self, target: str, *, within: Request | None = None) -> PauseChange:
-        """Resume a paused job or lane: its waiting rows are published at once."""
-        stored = job_pauses.resolve_target(self._service.registry, target)
+        """Resume a paused job, workflow or lane: its waiting rows are published at once."""
+        shown, stored = job_pauses.resolve_targets(self._service.registry, target)
         if within is None:
             with self._service.unit_of_work(self._operator()) as request:
                 return self.resume(target, within=request)
-        registry = self._service.registry
-        paused = {
-            pause.target for pause in job_pauses.list_pauses(within.conn, self._service.tables)
-        }
-        woken = job_pauses.resume(within.conn, self._service.tables, registry, stored)
-        return PauseChange(stored, stored in paused, woken)
+        registry, tables = self._service.registry, self._service.tables
+        paused = {pause.target for pause in job_pauses.list_pauses(within.conn, tables)}
+        woken = sum(job_pauses.resume(within.conn, tables, registry, each) for each in stored)
+        return PauseChange(shown, bool(paused & set(stored)), woken)
 
     def pauses(self) -> list[job_pauses.Pause]:
         """Every paused job and lane."""
