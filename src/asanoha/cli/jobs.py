@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import uuid
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,7 +12,7 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import uses_embedded_broker
-from asanoha.cli.listings import JsonOption, print_json, print_table
+from asanoha.cli.listings import JsonOption, payload_option, print_json, print_table
 from asanoha.platform.errors import AsanohaError, ValidationError
 
 if TYPE_CHECKING:
@@ -247,14 +246,7 @@ def run(
     published at once; on the in-process broker (``memory://``) the relay of the running
     ``asanoha serve`` sends it.
     """
-    try:
-        body = json.loads(payload)
-    except json.JSONDecodeError as error:
-        typer.echo(f"--payload is not JSON: {error}", err=True)
-        raise typer.Exit(2) from None
-    if not isinstance(body, dict):
-        typer.echo("--payload must be a JSON object ({...})", err=True)
-        raise typer.Exit(2)
+    body = payload_option(payload)
     loaded = load_app(app)
     publish = loaded.service.publisher is not None and not uses_embedded_broker(loaded)
     try:

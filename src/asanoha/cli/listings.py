@@ -1,4 +1,5 @@
-"""How listing commands print: a table for people, one JSON document with ``--json``.
+"""How listing commands print: a table for people, one JSON document with ``--json``; and
+how a command reads its ``--payload``.
 
 A table on a terminal takes the terminal's width; written to a pipe or a file it takes the
 width its content needs, so nothing a script reads is cut or wrapped.
@@ -37,6 +38,20 @@ def print_table(
     terminal = sys.stdout.isatty()
     console = Console(width=None if terminal else UNBOUNDED_WIDTH, soft_wrap=not terminal)
     console.print(table, highlight=False)
+
+
+def payload_option(text: str) -> dict[str, Any]:
+    """The ``--payload`` of a command: a JSON object; else one line on stderr and exit 2
+    (nothing done)."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as error:
+        typer.echo(f"--payload is not JSON: {error}", err=True)
+        raise typer.Exit(2) from None
+    if not isinstance(body, dict):
+        typer.echo("--payload must be a JSON object ({...})", err=True)
+        raise typer.Exit(2)
+    return body
 
 
 def print_json(document: Any) -> None:

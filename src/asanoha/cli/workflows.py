@@ -12,7 +12,7 @@ import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
 from asanoha.cli.embedded import uses_embedded_broker
-from asanoha.cli.listings import JsonOption, print_json, print_table
+from asanoha.cli.listings import JsonOption, payload_option, print_json, print_table
 from asanoha.platform.errors import AsanohaError
 
 workflows = typer.Typer(help="Workflow runs: list, show, start, cancel, retry.")
@@ -91,14 +91,7 @@ def start(
     payload: Annotated[str, typer.Option(help="The run's payload, a JSON object.")] = "{}",
 ) -> None:
     """Start a run of a workflow as the operator tenant's system user; prints its id."""
-    try:
-        body = json.loads(payload)
-    except json.JSONDecodeError as error:
-        typer.echo(f"--payload is not JSON: {error}", err=True)
-        raise typer.Exit(2) from None
-    if not isinstance(body, dict):
-        typer.echo("--payload must be a JSON object ({...})", err=True)
-        raise typer.Exit(2)
+    body = payload_option(payload)
     loaded = load_app(app)
     run_id = _or_exit(lambda: loaded.workflows.start(workflow_qn, body))
     typer.echo(f"{workflow_qn} {run_id}: running")

@@ -58,10 +58,8 @@ CONSOLE_PATH = "/console"
 JOB_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
 #: The consumer operations the Consumers page offers (``consumer-admin:write:<name>``).
 CONSUMER_ACTIONS = ("restart", "skip", "disable", "enable")
-#: The job operations a job's page offers (``job-admin:write:<name>``).
-JOB_ACTIONS = ("retry", "cancel")
-#: What a run's page may do (``workflow-admin:write:<operation>``).
-RUN_ACTIONS = ("retry", "cancel")
+#: What a job's or a run's page offers (``job-admin:write:<name>``, ``workflow-admin:...``).
+ROW_ACTIONS = ("retry", "cancel")
 #: The states a run listing filters by.
 RUN_STATES = ("running", "succeeded", "failed", "cancelled")
 #: The pause operations the Jobs page offers for a job or a lane (``job-admin:write:<name>``).
@@ -391,21 +389,29 @@ class Console:
 
     async def job_operation(self, request: Request, session: Session) -> Response:
         """Retry or cancel a job through ``job-admin:write:retry`` / ``cancel``."""
-        job_id = str(request.path_params["id"])
+        return await self.row_operation(request, session, "jobs", "job-admin", "job")
+
+    async def row_operation(
+        self, request: Request, session: Session, page: str, feature: str, noun: str
+    ) -> Response:
+        """``retry`` or ``cancel`` (the path's operation) of the row the path names, through
+        ``<feature>:write:<operation>``; back to the row's page with what happened."""
+        row_id = str(request.path_params["id"])
         operation = request.path_params["operation"]
-        back = f"{base_of(request)}/jobs/{job_id}"
-        if operation not in JOB_ACTIONS:
+        back = f"{base_of(request)}/{page}/{row_id}"
+        if operation not in ROW_ACTIONS:
             return _back(back, error="unknown-operation")
         answer = await calls.write(
             self.parts.service,
             request,
             session.user,
-            f"job-admin:write:{operation}",
-            {"id": job_id},
+            f"{feature}:write:{operation}",
+            {"id": row_id},
         )
         if not answer.ok:
             return _back(back, error=_message(answer))
-        return _back(back, notice="job-retried" if operation == "retry" else "job-cancelled")
+        done = "retried" if operation == "retry" else "cancelled"
+        return _back(back, notice=f"{noun}-{done}")
 
     # -- workflows ------------------------------------------------------------------------
 
@@ -470,21 +476,7 @@ class Console:
 
     async def workflow_operation(self, request: Request, session: Session) -> Response:
         """Retry or cancel a run through ``workflow-admin:write:retry`` / ``cancel``."""
-        run_id = str(request.path_params["id"])
-        operation = request.path_params["operation"]
-        back = f"{base_of(request)}/workflows/{run_id}"
-        if operation not in RUN_ACTIONS:
-            return _back(back, error="unknown-operation")
-        answer = await calls.write(
-            self.parts.service,
-            request,
-            session.user,
-            f"workflow-admin:write:{operation}",
-            {"id": run_id},
-        )
-        if not answer.ok:
-            return _back(back, error=_message(answer))
-        return _back(back, notice="run-retried" if operation == "retry" else "run-cancelled")
+        return await self.row_operation(request, session, "workflows", "workflow-admin", "run")
 
     async def pause_operation(self, request: Request, session: Session) -> Response:
         """Pause or resume a job or a lane through ``job-admin:write:pause`` / ``resume``;
