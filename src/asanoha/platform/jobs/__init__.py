@@ -12,7 +12,7 @@ transition to call.
   transition reads).
 - ``guards``: the conditions statements compose: ``due``, ``held_by`` (this claim),
   ``running_under``, ``claimed_by``, ``pending_at``, ``unpublished``, ``waiting``,
-  ``not_paused``, ``key_free``, ``first_due_of_key``, ``slot_free``.
+  ``not_waiting``, ``not_paused``, ``key_free``, ``first_due_of_key``, ``slot_free``.
 
 The transitions, one function each:
 

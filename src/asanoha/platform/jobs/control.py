@@ -6,11 +6,11 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, or_, select, update
+from sqlalchemy import Connection, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time, relay_time_now
-from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, WAITING_TOKEN
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING
 from asanoha.platform.store import Tables
 
 
@@ -151,19 +151,21 @@ def bring_forward(conn: Connection, tables: Tables, seconds: float) -> int:
     # Row by row, in Python: the two databases keep times in types whose SQL arithmetic
     # differs, and a test moves few rows.
     ahead = conn.execute(
-        select(outbox.c.id, outbox.c.not_before, outbox.c.relay_after).where(
+        select(outbox.c.id, outbox.c.not_before).where(
             outbox.c.state == PENDING,
             guards.not_due(outbox, clocks.now()),
-            or_(outbox.c.claim_token.is_(None), outbox.c.claim_token != WAITING_TOKEN),
+            guards.not_waiting(outbox),
         )
     ).all()
     for row in ahead:
+        moved = clocks.as_utc(row.not_before) - shift
         conn.execute(
             update(outbox)
             .where(outbox.c.id == row.id, outbox.c.state == PENDING)
+            # Unpublished again: the relay sends it at its new time (the clock's own rule).
             .values(
-                not_before=clocks.as_utc(row.not_before) - shift,
-                relay_after=clocks.as_utc(row.relay_after) - shift,
+                not_before=moved,
+                relay_after=relay_time(moved, by_broker=False),
                 published_at=None,
             )
         )

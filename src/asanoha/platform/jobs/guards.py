@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, exists, func, select, tuple_
+from sqlalchemy import ColumnElement, Table, and_, exists, func, or_, select, tuple_
 
 from asanoha.platform.jobs.states import PENDING, RUNNING, WAITING_TOKEN
 
@@ -87,6 +87,12 @@ def waiting(outbox: Table) -> ColumnElement[bool]:
     return and_(
         outbox.c.state == PENDING, outbox.c.claim_token == WAITING_TOKEN, unpublished(outbox)
     )
+
+
+def not_waiting(outbox: Table) -> ColumnElement[bool]:
+    """Not left waiting for a busy key or a pause (``waiting``); a row without a claim
+    token is not waiting (the comparison alone would be NULL for it)."""
+    return or_(outbox.c.claim_token.is_(None), outbox.c.claim_token != WAITING_TOKEN)
 
 
 def not_paused(outbox: Table, pauses: Table, lane_target: Param) -> ColumnElement[bool]:
