@@ -14,6 +14,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -133,6 +135,18 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             pending.append(child)
     return found
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and of every process below it."""
+    total = 0
+    for one in [pid, *descendants(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
 
 
 def _kib(pid: int, path: str, key: str) -> float:

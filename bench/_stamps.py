@@ -1,7 +1,8 @@
 """End stamps of the worker benchmarks: each run of one task appends its end time (the
 system-wide monotonic clock, comparable between processes) to one file. Both sides of a
 comparison install the same hook, so it costs them alike: a write of a few bytes per task,
-no round trip to any server."""
+no round trip to any server. A benchmark whose clock starts at the first task of a kind
+stamps their starts the same way, into a file of their own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from celery import signals
 
 #: The file the stamps go to; no stamps without it.
 STAMPS_ENV = "BENCH_STAMPS"
+#: The file start stamps go to; none without it.
+STARTS_ENV = "BENCH_STARTS"
 
 
 def stamp_task_ends(task_name: str) -> None:
@@ -22,6 +25,14 @@ def stamp_task_ends(task_name: str) -> None:
     path = os.environ.get(STAMPS_ENV)
     if path:
         signals.task_postrun.connect(_Stamper(path, task_name), weak=False)
+
+
+def stamp_task_starts(task_name: str) -> None:
+    """In every worker process: stamp each run of ``task_name`` as it starts (when the
+    ``BENCH_STARTS`` environment variable names a file)."""
+    path = os.environ.get(STARTS_ENV)
+    if path:
+        signals.task_prerun.connect(_Stamper(path, task_name), weak=False)
 
 
 def read_stamps(path: Path) -> list[float]:

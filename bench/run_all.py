@@ -52,6 +52,8 @@ BENCHMARKS = (
     Benchmark("memory.py", quick=("--jobs", "10", "--settle", "0.5")),
     Benchmark("worker_throughput.py", quick=("--jobs", "200", "--repeat", "1")),
     Benchmark("job_throughput.py", quick=("--jobs", "200", "--rounds", "5", "--repeat", "1")),
+    # A workflow's fan-out/fan-in against plain jobs and against Celery's chord.
+    Benchmark("workflows.py", quick=("--items", "50", "--repeat", "1")),
     Benchmark(
         "consumer_catchup.py", quick=("--events", "20000", "--seconds", "1", "--rounds", "1")
     ),

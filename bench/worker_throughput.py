@@ -41,7 +41,7 @@ import psycopg
 import redis
 
 from _common import ADMIN_URL, conninfo, describe_setup, scratch_database
-from _processes import descendants, started, wait_until
+from _processes import started, tree_cpu, wait_until
 from _results import Figure, at_least, safe_ratio, write_figures
 from _stamps import STAMPS_ENV, read_stamps
 from _worker_jobs import NOOP, SEQUENTIAL, SKIP, feature
@@ -53,7 +53,6 @@ TARGET = 0.8
 ONE_KEY = "sequential, 1 key"
 DELIVERIES_TARGET = 1.1
 BENCH_DIR = Path(__file__).resolve().parent
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -203,7 +202,7 @@ def _measure(
         with started(command, env=env, cwd=str(BENCH_DIR)) as worker:
             # Logging at WARNING (no line per task): the first end says it is working.
             wait_until(lambda: stamps.exists(), worker, "the first message", timeout=120)
-            cpu_at_start = _tree_cpu(worker.pid)
+            cpu_at_start = tree_cpu(worker.pid)
             done_at_start = len(read_stamps(stamps))
             wait_until(
                 lambda: len(read_stamps(stamps)) >= args.jobs and done(),
@@ -211,24 +210,12 @@ def _measure(
                 "messages",
                 timeout=max(120.0, args.jobs / 20),
             )
-            cpu = _tree_cpu(worker.pid) - cpu_at_start
+            cpu = tree_cpu(worker.pid) - cpu_at_start
         ends = read_stamps(stamps)
     rate = (len(ends) - 1) / (ends[-1] - ends[0])
     return Run(
         rate, 1000 * cpu / max(1, args.jobs - done_at_start), len(ends) - args.jobs, args.jobs
     )
-
-
-def _tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of ``pid`` and of every process below it."""
-    total = 0
-    for one in [pid, *descendants(pid)]:
-        try:
-            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def _count(url: str, sql: str) -> int:

@@ -46,8 +46,9 @@ def require_chromium() -> Path:
 
 
 @contextmanager
-def chromium_context() -> Iterator[BrowserContext]:
-    """A fresh browser (its own user-data folder, removed afterwards) and a context in it."""
+def chromium_context(*, javascript: bool = True) -> Iterator[BrowserContext]:
+    """A fresh browser (its own user-data folder, removed afterwards) and a context in it;
+    ``javascript=False``: its pages run no script."""
     executable = require_chromium()
     profile = tempfile.mkdtemp(prefix="asanoha-chromium-")
     try:
@@ -58,6 +59,7 @@ def chromium_context() -> Iterator[BrowserContext]:
                 headless=True,
                 args=list(CHROMIUM_ARGS),
                 timeout=PAGE_TIMEOUT_MS,
+                java_script_enabled=javascript,
             )
             context.set_default_timeout(PAGE_TIMEOUT_MS)
             try:

@@ -43,14 +43,17 @@ if TYPE_CHECKING:
         JobCancelled,
         RateLimit,
         Registry,
+        Retention,
         SessionUser,
         Snooze,
         fields,
         resolve_agent_exposure,
     )
+    from asanoha.platform.model.canvas import chain, chord, group, job
     from asanoha.platform.personal import FORGOTTEN
     from asanoha.platform.personal.master_keys import KeyWrapper, LocalKeyWrapper
     from asanoha.platform.service import QueryContext, RequestMeta, Service, WriteContext
+    from asanoha.platform.service.jobs import JobNotSucceededError
     from asanoha.platform.settings import Settings
     from asanoha.platform.store import StoredEvent
     from asanoha.platform.store.declared_projections import ProjectionTarget
@@ -85,6 +88,7 @@ __all__ = [
     "JobCancelled",
     "JobContext",
     "JobFailedError",
+    "JobNotSucceededError",
     "KeyWrapper",
     "LocalKeyWrapper",
     "NotFoundError",
@@ -96,6 +100,7 @@ __all__ = [
     "Reasons",
     "Registry",
     "RequestMeta",
+    "Retention",
     "Service",
     "ServiceUnavailableError",
     "SessionUser",
@@ -109,7 +114,11 @@ __all__ = [
     "VersionConflictError",
     "WorkflowFailedError",
     "WriteContext",
+    "chain",
+    "chord",
     "fields",
+    "group",
+    "job",
     "resolve_agent_exposure",
 ]
 
@@ -138,6 +147,10 @@ _EXPORTS: dict[str, str] = {
     "ValidationError": "asanoha.platform.errors",
     "VersionConflictError": "asanoha.platform.errors",
     "StreamContext": "asanoha.platform.feed.context",
+    "chain": "asanoha.platform.model.canvas",
+    "chord": "asanoha.platform.model.canvas",
+    "group": "asanoha.platform.model.canvas",
+    "job": "asanoha.platform.model.canvas",
     "Access": "asanoha.platform.model",
     "Agent": "asanoha.platform.model",
     "AggregateDef": "asanoha.platform.model",
@@ -149,6 +162,7 @@ _EXPORTS: dict[str, str] = {
     "JobCancelled": "asanoha.platform.model",
     "RateLimit": "asanoha.platform.model",
     "Registry": "asanoha.platform.model",
+    "Retention": "asanoha.platform.model",
     "resolve_agent_exposure": "asanoha.platform.model",
     "SessionUser": "asanoha.platform.model",
     "Snooze": "asanoha.platform.model",
@@ -159,6 +173,7 @@ _EXPORTS: dict[str, str] = {
     "RequestMeta": "asanoha.platform.service",
     "Service": "asanoha.platform.service",
     "WriteContext": "asanoha.platform.service",
+    "JobNotSucceededError": "asanoha.platform.service.jobs",
     "Settings": "asanoha.platform.settings",
     "StoredEvent": "asanoha.platform.store",
     "ProjectionTarget": "asanoha.platform.store.declared_projections",

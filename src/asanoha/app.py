@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from asanoha.handlers.agent_approvals import agent_feature
+from asanoha.handlers.retention import policies, retention_feature
+from asanoha.handlers.workflow_waits import waits_feature, workflows_that_wait
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Feature, RateLimit, Registry
@@ -71,7 +73,18 @@ class App:
         approvals = agent_feature(
             lambda conn, user, asked: self.service.approvals.mint(conn, user, asked)
         )
-        self.registry = Registry([*features, approvals])
+        features = list(features)
+        bundled = [approvals]
+        # An entity whose retention deletes or anonymizes old rows brings the daily job
+        # that does it (``handlers/retention.py``), per tenant where the app names them.
+        retained = policies(features)
+        if retained:
+            bundled.append(retention_feature(retained, per_tenant=tenants is not None))
+        # A workflow that waits for events brings the consumer that resumes its waits.
+        waiting = workflows_that_wait(features)
+        if waiting:
+            bundled.append(waits_feature(waiting))
+        self.registry = Registry([*features, *bundled])
         per_tenant = [job.qn for job in self.registry.jobs if job.per_tenant]
         if per_tenant and tenants is None:
             raise DefinitionError(
@@ -166,15 +179,18 @@ class App:
 
     def _wake_consumers(self, events: Sequence[StoredEvent]) -> None:
         """After a commit: have a worker advance the consumers that follow ``events``."""
-        names = self.consumers.following(events)
-        if names:
-            self._consumer_waker.wake(names)
+        keys = self.consumers.wake_keys(events)
+        if keys:
+            # Only the partitions the events go to.
+            self._consumer_waker.wake(keys, keys)
 
     @functools.cached_property
     def _consumer_waker(self) -> ConsumerWaker:
         from asanoha.workers.consumer_wake import ConsumerWaker
 
-        return ConsumerWaker(lambda names: self.celery_jobs.request_consumer_wakes(names))
+        return ConsumerWaker(
+            lambda names, keys: self.celery_jobs.request_consumer_wakes(names, keys)
+        )
 
     def readiness_checks(self) -> dict[str, Callable[[], str]]:
         """What ``/health/ready`` asks: whether this process can serve calls, that is whether

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from asanoha.testing import TestUsers
 from asanoha.testing.databases import replica_server_url
 from asanoha.testing.plugin import StackFactory
 from tests.integration.replica.conftest import notes
+from tests.standby import standby_to_ourselves
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +48,13 @@ def stop_standby(data: str) -> None:
         check=True,
         capture_output=True,
     )
+
+
+@pytest.fixture(autouse=True)
+def standby_lock() -> Iterator[None]:
+    """No other suite reads the standby while this test stops it."""
+    with standby_to_ourselves():
+        yield
 
 
 def test_a_stopped_standby_is_bypassed_until_it_is_back(asanoha_stack: StackFactory) -> None:

@@ -1,5 +1,6 @@
 """Revocation across processes: two ``asanoha serve --workers 2`` servers on one database
-refuse a revoked personal access token at once, and a revoked signed token within 5 s."""
+refuse a revoked personal access token at once, and a revoked signed token within 5 s (on
+every worker of both)."""
 
 from __future__ import annotations
 
@@ -93,8 +94,10 @@ def test_a_revoked_token_is_refused_by_every_api_process(project: Project) -> No
             f"{first}/api/auth/revoke", headers={"Authorization": f"Bearer {signed}"}, timeout=10
         )
         assert revoked.status_code == 200
-        assert answers(first, signed) == {(401, "token_revoked")}
+        # The revoking worker refuses it at once; its sibling worker and the other server
+        # within the bound (each re-reads the revocations every few seconds).
         deadline = time.monotonic() + REVOCATION_BOUND
-        while answers(second, signed) != {(401, "token_revoked")}:
-            assert time.monotonic() < deadline, "the other server still accepts the token"
-            time.sleep(0.2)
+        for base in (first, second):
+            while answers(base, signed) != {(401, "token_revoked")}:
+                assert time.monotonic() < deadline, f"{base} still accepts the revoked token"
+                time.sleep(0.2)

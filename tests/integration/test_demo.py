@@ -24,4 +24,5 @@ def test_demo_shows_the_gate_the_retry_and_the_drain(tmp_path: Path) -> None:
         in done.stdout
     )
     assert "ConnectionError: the search index was not reachable" in done.stdout
+    assert "notes:workflow:digest succeeded: {'notes': 2, 'words': 4}" in done.stdout
     assert (tmp_path / "demo.sqlite3").exists()

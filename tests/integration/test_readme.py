@@ -46,6 +46,8 @@ RUN_HERE = {
         "mailer.py",
     ): "test_feature_configuration_example_runs_as_written",
     ("guides/workflows.md", "test_onboard.py"): "test_workflows_example_runs_as_written",
+    ("guides/workflows.md", "test_totals.py"): "test_canvas_example_runs_as_written",
+    ("guides/workflows.md", "test_invoice.py"): "test_waits_example_runs_as_written",
     ("guides/live-updates.md", "board.py"): "feed/test_stream_handlers.py",
 }
 
@@ -358,11 +360,24 @@ def test_feature_configuration_example_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_workflows_example_runs_as_written(tmp_path: Path) -> None:
-    example = named_block("guides/workflows.md", "test_onboard.py")
-    (tmp_path / "test_onboard.py").write_text(example, encoding="utf-8")
+    _run_example_test(tmp_path, "guides/workflows.md", "test_onboard.py")
+
+
+def test_canvas_example_runs_as_written(tmp_path: Path) -> None:
+    _run_example_test(tmp_path, "guides/workflows.md", "test_totals.py")
+
+
+def test_waits_example_runs_as_written(tmp_path: Path) -> None:
+    _run_example_test(tmp_path, "guides/workflows.md", "test_invoice.py")
+
+
+def _run_example_test(tmp_path: Path, page: str, name: str) -> None:
+    """Run the test file ``name`` that ``docs/<page>`` shows with pytest, as written."""
+    example = named_block(page, name)
+    (tmp_path / name).write_text(example, encoding="utf-8")
     tested = run_python(
         tmp_path, {**os.environ, "PYTHONPATH": str(tmp_path)}, "-m", "pytest", "-q",
-        "-p", "no:cacheprovider", "test_onboard.py",
+        "-p", "no:cacheprovider", name,
     )  # fmt: skip
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "1 passed" in tested.stdout

@@ -95,7 +95,9 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
                 "asanoha.platform.service.outbox.publish_messages",
             }
         ),
-        frozenset({"asanoha.platform.service.dispatch", "asanoha.platform.service.job_enqueue"}),
+        frozenset(
+            {"asanoha.platform.service.after_commit", "asanoha.platform.service.job_enqueue"}
+        ),
     ),
 }
 

@@ -1,9 +1,14 @@
-"""``build_mcp_server``: the application's exposed handlers as MCP tools (official MCP SDK).
+"""``build_mcp_server``: the application's exposed handlers as MCP tools (official MCP SDK),
+and its stream handlers as MCP resources.
 
 The tool list is ``list_agent_tools`` for the caller (the same list as ``/api/agent/tools``
 and ``asanoha tools``). A tool call is a top-level dispatch through the service layer, so the
 called handler is the entry handler and every gate applies; the caller is an agent principal,
 so a high-risk write runs only with a human's approval token.
+
+Each stream handler the caller may open is a resource ``asanoha://stream/<qn>`` (JSON): what
+it makes of the newest events the caller may see (``feed.snapshot``); one it may not open
+answers as unknown, as a tool does.
 """
 
 from __future__ import annotations
@@ -12,13 +17,18 @@ from typing import Any
 
 import anyio.to_thread
 import mcp_types as types
+import pydantic_core
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from asanoha.agents.mcp_callers import McpCallers
 from asanoha.agents.mcp_results import error_result, success_result
 from asanoha.agents.trust import label_result
 from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
+from asanoha.platform.feed.access import FeedAccess
+from asanoha.platform.feed.reader import FeedReader
+from asanoha.platform.feed.snapshot import handler_qn_of, recent_messages, resource_uri
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import AgentTool, find_agent_tool, list_agent_tools
 from asanoha.platform.service import RequestMeta, Service
@@ -28,11 +38,14 @@ from asanoha.platform.service.idempotency import (
     Replay,
 )
 from asanoha.platform.service.instruction_reads import InstructionReads
+from asanoha.platform.service.platform_events import PLATFORM_EVENT_TYPES
 
 #: Request ``_meta`` key of a tool call carrying a human's approval token.
 APPROVAL_META_KEY = "asanoha.dev/approval"
 #: Request ``_meta`` key naming the agent run a call belongs to (recorded with provenance).
 AGENT_RUN_META_KEY = "asanoha.dev/agentRun"
+#: JSON-RPC error code of an unknown resource (the MCP specification's).
+RESOURCE_NOT_FOUND = -32002
 
 Context = ServerRequestContext[Any, Any]
 
@@ -84,6 +97,45 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
         except AsanohaError as error:
             return error_result(error, tool_call)
 
+    access = FeedAccess(registry, service.owner_rules, service.operator_tenant)
+    types_read = [event.qn for event in registry.events] + list(PLATFORM_EVENT_TYPES)
+    reader = FeedReader(service.database, service.tables, access, service.personal, types_read)
+
+    async def list_resources(
+        ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        user = callers.user_of(ctx.request)
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=resource_uri(handler),
+                    name=handler.qn,
+                    description=handler.description,
+                    mime_type="application/json",
+                )
+                for handler in registry.streams
+                if handler.access.admits(user)
+            ]
+        )
+
+    async def read_resource(
+        ctx: Context, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        user = callers.user_of(ctx.request)
+        uri = str(params.uri)
+        qn = handler_qn_of(uri)
+        handler = None if qn is None else registry.stream(qn)
+        if handler is None or not handler.access.admits(user):
+            # One the caller may not open answers as if it did not exist.
+            raise MCPError(RESOURCE_NOT_FOUND, f"no resource {uri}")
+        messages = await anyio.to_thread.run_sync(
+            lambda: recent_messages(service.database, service.tables, reader, access, handler, user)
+        )
+        text = pydantic_core.to_json(messages, serialize_unknown=True).decode()
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="application/json", text=text)]
+        )
+
     return Server(
         name,
         instructions=(
@@ -93,6 +145,8 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
     )
 
 

@@ -33,7 +33,7 @@ def prune(
         typer.Option(
             "--older-than",
             help="Prune events older than this (365d, 12h, 30m); default: each event type's "
-            "keep_for.",
+            "keep_for. Streams closed by forget are pruned whatever their age.",
             show_default=False,
         ),
     ] = None,
@@ -47,17 +47,21 @@ def prune(
     ] = None,
 ) -> None:
     """Delete the events older than --older-than (without it: the events of each type
-    declared with keep_for= older than that), in one transaction, unless a consumer has not
-    handled them yet (exit 1 with consumer_lag naming it; nothing is deleted). The archive
-    keeps them as stored: personal values stay sealed."""
-    from asanoha.platform.store.retention import declared_retention, prune_events
+    declared with keep_for= older than that), and every event of the entity streams a
+    forget closed (their last event is the forgotten one), in one transaction, unless a
+    consumer has not handled them yet (exit 1 with consumer_lag naming it; nothing is
+    deleted). The archive keeps them as stored: personal values stay sealed."""
+    from asanoha.platform.store.retention import declared_retention, forget_markers, prune_events
 
     age = parse_age(older_than) if older_than is not None else None
     loaded = load_app(app)
     declared = declared_retention(loaded.registry)
-    if age is None and not declared:
+    markers = forget_markers(loaded.registry)
+    if age is None and not declared and not markers:
         raise typer.BadParameter(
-            "no event type declares keep_for=...; pass --older-than", param_hint="--older-than"
+            "no event type declares keep_for=... and no entity's stream can be closed by "
+            "forget; pass --older-than",
+            param_hint="--older-than",
         )
     try:
         with loaded.database.begin() as conn:
@@ -66,13 +70,17 @@ def prune(
                 loaded.service.tables,
                 older_than=age,
                 keep_for=None if age is not None else declared,
+                forgotten=markers,
                 archive_dir=archive,
             )
     except AsanohaError as error:
         typer.echo(f"{error.reason}: {error.message}", err=True)
         raise typer.Exit(1) from None
+    closed = (
+        f" ({result.closed_streams:,} stream(s) closed by forget)" if result.closed_streams else ""
+    )
     kept = f"; archived to {result.archive}" if result.archive else ""
-    typer.echo(f"pruned {result.pruned:,} event(s) up to position {result.cut}{kept}")
+    typer.echo(f"pruned {result.pruned:,} event(s) up to position {result.cut}{closed}{kept}")
 
 
 @events.command()

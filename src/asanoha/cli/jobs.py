@@ -16,7 +16,7 @@ from asanoha.cli.listings import JsonOption, payload_option, print_json, print_t
 from asanoha.platform.errors import AsanohaError, ValidationError
 
 if TYPE_CHECKING:
-    from asanoha.platform.service.job_operations import JobRun
+    from asanoha.platform.service.job_listings import JobRun
 
 # The service layer is imported inside the commands: ``asanoha --help`` and
 # ``asanoha jobs failed --help`` import this module (see ``asanoha.cli``).
@@ -46,7 +46,7 @@ def runs(
     ] = None,
 ) -> None:
     """The newest job attempts: job, task id, attempt, status, start, end, error."""
-    from asanoha.platform.service.job_operations import list_job_runs
+    from asanoha.platform.service.job_listings import list_job_runs
 
     job_id = None if logs is None else _job_id(logs)
     loaded = load_app(app)
@@ -97,7 +97,7 @@ def _print_logs(job_id: uuid.UUID, found: list[JobRun]) -> None:
 @jobs.command()
 def failed(app: AppOption, limit: LimitOption = 20, as_json: JsonOption = False) -> None:
     """Jobs that failed for good, newest first: the ids 'asanoha jobs retry' takes."""
-    from asanoha.platform.service.job_operations import list_failed_jobs
+    from asanoha.platform.service.job_listings import list_failed_jobs
 
     loaded = load_app(app)
     with loaded.database.connect() as conn:
@@ -128,7 +128,7 @@ def pending(app: AppOption, limit: LimitOption = 50, as_json: JsonOption = False
     """Jobs still to run (pending) or running, oldest first: state, the pause that holds it
     (its job, or lane:<name>: no attempt starts until 'asanoha jobs resume'), attempts so
     far, when the next attempt may start and when its message was sent."""
-    from asanoha.platform.service.job_operations import list_pending_jobs
+    from asanoha.platform.service.job_listings import list_pending_jobs
 
     loaded = load_app(app)
     with loaded.database.connect() as conn:

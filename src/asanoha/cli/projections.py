@@ -1,13 +1,15 @@
-"""``asanoha projections``: rebuild an entity's table from its events beside live writes."""
+"""``asanoha projections``: list the declared projections, and rebuild an entity's table or a
+declared projection from its events beside live writes."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from asanoha.cli.app_loading import AppOption, load_app
+from asanoha.cli.listings import JsonOption, print_json, print_table
 from asanoha.platform.errors import AsanohaError
 
 if TYPE_CHECKING:
@@ -16,8 +18,49 @@ if TYPE_CHECKING:
     from asanoha.platform.store.rebuild import RebuildProgress, RebuildResult
 
 projections = typer.Typer(
-    help="Entity tables and declared projections as projections of their events: rebuild."
+    help="Entity tables and declared projections as projections of their events: list, rebuild."
 )
+
+
+@projections.command("list")
+def list_projections(app: AppOption, as_json: JsonOption = False) -> None:
+    """The declared projections: table, mode, the events they follow, and for an async one
+    its consumer's position, lag and status (``asanoha consumers`` operates it)."""
+    loaded = load_app(app)
+    statuses = {status.name: status for status in loaded.consumers.status()}
+    rows: list[dict[str, Any]] = []
+    for declared in loaded.registry.projections:
+        status = statuses.get(declared.consumer_qn) if declared.mode == "async" else None
+        rows.append(
+            {
+                "projection": declared.qn,
+                "table": declared.table.name,
+                "mode": declared.mode,
+                "on": list(declared.on),
+                "consumer": declared.consumer_qn if declared.mode == "async" else None,
+                "partitions": declared.partitions,
+                "position": None if status is None else status.position,
+                "lag": 0 if declared.mode == "inline" else (None if status is None else status.lag),
+                "status": "inline" if status is None else status.status,
+            }
+        )
+    if as_json:
+        print_json({"projections": rows})
+        return
+    print_table(
+        ("projection", "table", "mode", "lag", "status", "follows"),
+        (
+            (
+                row["projection"],
+                row["table"],
+                row["mode"],
+                "" if row["lag"] is None else str(row["lag"]),
+                row["status"],
+                ", ".join(row["on"]),
+            )
+            for row in rows
+        ),
+    )
 
 
 @projections.command()
@@ -108,10 +151,10 @@ def rebuild(
 
 
 def _rebuild_declared(loaded: App, declared: ProjectionDef) -> None:
-    from asanoha.platform.store.declared_projections import rebuild_declared_projection
+    from asanoha.platform.consumers.projections import rebuild_projection
 
     started = time.perf_counter()
-    result = rebuild_declared_projection(loaded.database, loaded.service.tables, declared)
+    result = rebuild_projection(loaded.database, loaded.service.tables, declared)
     seconds = time.perf_counter() - started
     again = ", replayed again under the lock" if result.restarted else ""
     typer.echo(

@@ -1,5 +1,5 @@
 """``asanoha workflows``: list runs, show one, start a manual workflow, cancel a run, retry a
-failed one; on the same functions as ``App.workflows`` and the ``workflow-admin`` handlers."""
+failed one, approve a step; on the same functions as ``App.workflows`` and the ``workflow-admin`` handlers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from asanoha.cli.embedded import uses_embedded_broker
 from asanoha.cli.listings import JsonOption, payload_option, print_json, print_table
 from asanoha.platform.errors import AsanohaError
 
-workflows = typer.Typer(help="Workflow runs: list, show, start, cancel, retry.")
+workflows = typer.Typer(help="Workflow runs: list, show, start, cancel, retry, approve.")
 
 T = TypeVar("T")
 RunArgument = Annotated[str, typer.Argument(help="The run's id.")]
@@ -116,6 +116,32 @@ def retry(run_id: RunArgument, app: AppOption) -> None:
     publish = loaded.service.publisher is not None and not uses_embedded_broker(loaded)
     run = _or_exit(lambda: loaded.workflows.retry(run_id, publish=publish))
     typer.echo(f"{run.workflow} {run.id}: {run.state} again")
+
+
+@workflows.command()
+def approve(
+    run_id: RunArgument,
+    step: Annotated[str, typer.Argument(help="The approval step the run waits at.")],
+    app: AppOption,
+    by: Annotated[str, typer.Option(help="Who approves: a person's user id.")],
+    role: Annotated[
+        list[str] | None,
+        typer.Option(help="A role of the approver (repeat): what the step's access= asks."),
+    ] = None,
+) -> None:
+    """Approve an approval step a run waits at, as the person --by of the run's tenant
+    (recorded with the channel 'cli'); the steps after it start. Exits 1 when the run does
+    not wait there, or the step's access= does not admit the approver."""
+    from asanoha.platform.model import SessionUser
+
+    loaded = load_app(app)
+    run = _or_exit(lambda: loaded.workflows.get(run_id))
+    approver = SessionUser.of(by, run.tenant_id, role or [])
+    publish = loaded.service.publisher is not None and not uses_embedded_broker(loaded)
+    approved = _or_exit(
+        lambda: loaded.workflows.approve(run_id, step, approver, channel="cli", publish=publish)
+    )
+    typer.echo(f"{approved.workflow} {approved.id}: {step} approved by {by}")
 
 
 def _or_exit(call: Callable[[], T]) -> T:

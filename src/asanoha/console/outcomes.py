@@ -16,6 +16,7 @@ NOTICES = {
     "resumed": "Resumed: its waiting jobs are sent to the workers.",
     "run-retried": "The run runs again from where it stopped.",
     "run-cancelled": "The run was cancelled.",
+    "step-approved": "The step is approved: the steps after it start.",
     "consumer-restart": "The consumer was restarted.",
     "consumer-skip": "The consumer skipped the event it was stopped at.",
     "consumer-disable": "The consumer was disabled.",

@@ -17,13 +17,14 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from asanoha.console import calls
 from asanoha.console.charts import lag_chart, throughput_chart
 from asanoha.console.forms import bounded, form_text, json_field
+from asanoha.console.live import live_stream
 from asanoha.console.outcomes import error_text, notice_text
 from asanoha.console.pauses import pause_rows
 from asanoha.console.provider_login import FLOW_COOKIE, FLOW_SECONDS, ProviderLogin
@@ -46,10 +47,12 @@ from asanoha.console.writes import OUTCOMES, write_counts
 from asanoha.platform.errors import AsanohaError, PayloadTooLargeError, Reasons, ValidationError
 from asanoha.platform.http.read_after import mark_read_after
 from asanoha.platform.http.request_ids import RequestIdMiddleware
+from asanoha.platform.http.stream import build_feed_hub, feed_of
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from asanoha.platform.feed import FeedHub
     from asanoha.platform.http.parts import HttpParts
 
 #: Where the console is served.
@@ -66,11 +69,13 @@ RUN_STATES = ("running", "succeeded", "failed", "cancelled")
 PAUSE_ACTIONS = ("pause", "resume")
 #: How many rows the jobs table shows at most.
 JOB_ROWS = (50, 100, 200, 500)
-#: Headers of every console answer: no script runs, nothing is framed or cached.
+#: Headers of every console answer: only the console's own script runs (no inline script),
+#: it connects to the console alone (the live feed, the pages it reloads), nothing is framed
+#: or cached.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
+        "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+        "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
@@ -82,10 +87,12 @@ Page = Callable[[Request, Session], Awaitable[Response]]
 
 
 class Console:
-    """The console of one application: its templates and the routes that render them."""
+    """The console of one application: its templates, the routes that render them, and the
+    live feed its pages follow."""
 
-    def __init__(self, parts: HttpParts) -> None:
+    def __init__(self, parts: HttpParts, feed: FeedHub) -> None:
         self.parts = parts
+        self.feed = feed
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -132,6 +139,7 @@ class Console:
             Route(f"{path}/writes", self.page(self.writes), methods=["GET"]),
             Route(f"{path}/tokens", self.page(self.tokens), methods=["GET"]),
             Route(f"{path}/tokens/revoke", self.action(self.revoke_token), methods=["POST"]),
+            Route(f"{path}/live", self.live, methods=["GET"]),
             Mount(f"{path}/static", StaticFiles(directory=HERE / "static")),
         ]
 
@@ -186,6 +194,16 @@ class Console:
             session=None,
             title="Refused",
             reason=f"{error.http_status} {error.reason}: {error.message}",
+        )
+
+    async def live(self, request: Request) -> Response:
+        """The feed the pages' script follows; 401 without a session (``EventSource`` gives
+        up on it, and the page shows it is no longer live)."""
+        session = current_session(self.parts.tokens, request)
+        if session is None:
+            return PlainTextResponse("no console session", status_code=401)
+        return await live_stream(
+            request, session, self.feed, heartbeat=self.parts.settings.stream_heartbeat
         )
 
     def to_login(self, request: Request) -> Response:
@@ -335,6 +353,7 @@ class Console:
             session=session,
             title="Jobs",
             active="jobs",
+            live="jobs",
             missing=missing,
             problem=_problem(summary, rows, pauses) if missing is None else None,
             counts=sorted(counts.items(), key=lambda item: item[0][0]),
@@ -378,6 +397,8 @@ class Console:
             session=session,
             title="Job",
             active="jobs",
+            live="jobs",
+            live_job=job_id,
             missing=missing,
             problem=_problem(rows, runs, pauses) if missing is None else None,
             row=rows.data[0] if rows.ok and rows.data else None,
@@ -437,6 +458,8 @@ class Console:
             session=session,
             title="Workflows",
             active="workflows",
+            # A run moves as its steps' job rows do.
+            live="jobs",
             missing=missing,
             problem=_problem(runs) if missing is None else None,
             runs=runs.data if runs.ok else [],
@@ -469,14 +492,30 @@ class Console:
             session=session,
             title="Workflow run",
             active="workflows",
+            live="jobs",
             missing=missing,
             problem=_problem(run) if missing is None else None,
             run=run.data if run.ok else None,
         )
 
     async def workflow_operation(self, request: Request, session: Session) -> Response:
-        """Retry or cancel a run through ``workflow-admin:write:retry`` / ``cancel``."""
-        return await self.row_operation(request, session, "workflows", "workflow-admin", "run")
+        """Retry or cancel a run through ``workflow-admin:write:retry`` / ``cancel``, or
+        approve the approval step the form names (``workflow-admin:write:approve``)."""
+        if request.path_params["operation"] != "approve":
+            return await self.row_operation(request, session, "workflows", "workflow-admin", "run")
+        run_id = str(request.path_params["id"])
+        form = await request.form()
+        back = f"{base_of(request)}/workflows/{run_id}"
+        answer = await calls.write(
+            self.parts.service,
+            request,
+            session.user,
+            "workflow-admin:write:approve",
+            {"id": run_id, "step": form_text(form, "step")},
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="step-approved")
 
     async def pause_operation(self, request: Request, session: Session) -> Response:
         """Pause or resume a job or a lane through ``job-admin:write:pause`` / ``resume``;
@@ -533,6 +572,7 @@ class Console:
             session=session,
             title="Consumers",
             active="consumers",
+            live="consumers",
             missing=missing,
             problem=_problem(answer) if missing is None else None,
             consumers=found,
@@ -626,6 +666,9 @@ class Console:
         context.setdefault("active", "")
         context.setdefault("missing", None)
         context.setdefault("problem", None)
+        # The live feed topic the page follows (``static/live.js``), and its job row if one.
+        context.setdefault("live", None)
+        context.setdefault("live_job", None)
         page = self.templates.get_template(template).render(
             base=base_of(request),
             notice=notice_text(request.query_params.get("notice")),
@@ -652,14 +695,16 @@ def cookie_path(request: Request) -> str:
     return base_of(request)
 
 
-def console_routes(parts: HttpParts) -> list[BaseRoute]:
-    """The console's routes, at their full paths under ``/console``."""
-    return Console(parts).routes()
+def console_routes(parts: HttpParts, feed: FeedHub | None = None) -> list[BaseRoute]:
+    """The console's routes, at their full paths under ``/console``; its pages follow
+    ``feed`` (none: a feed of its own, woken by the service's commits)."""
+    return Console(parts, build_feed_hub(parts) if feed is None else feed).routes()
 
 
 def mount_console(api: FastAPI, parts: HttpParts) -> FastAPI:
-    """Add the console to the API app ``api`` (before it serves its first request)."""
-    api.router.routes.extend(console_routes(parts))
+    """Add the console to the API app ``api`` (before it serves its first request); its
+    pages follow the API's feed (one reader per process)."""
+    api.router.routes.extend(console_routes(parts, feed_of(api)))
     return api
 
 

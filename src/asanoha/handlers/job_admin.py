@@ -27,7 +27,7 @@ from asanoha.platform.service.handler_context import (
     platform_registry,
     platform_request,
 )
-from asanoha.platform.service.job_operations import (
+from asanoha.platform.service.job_listings import (
     count_jobs_by_state,
     job_throughput,
     list_failed_jobs,

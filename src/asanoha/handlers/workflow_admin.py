@@ -1,5 +1,6 @@
 """Workflow runs as handlers for system administrators: start a ``manual=True`` workflow,
-list runs, read one, cancel one, retry a failed one. Add ``workflow_admin.feature`` to an
+list runs, read one, cancel one, retry a failed one, approve a step that waits for it (an
+approval step's own ``access=`` says who approves). Add ``workflow_admin.feature`` to an
 application's features to expose them (over HTTP and to agents).
 
 They call ``App.workflows``' own functions inside the handler's request, so a run started,
@@ -26,7 +27,7 @@ from asanoha.platform.service.handler_context import (
     platform_request,
     platform_workflows,
 )
-from asanoha.platform.service.workflows import RunSummary, WorkflowRun
+from asanoha.platform.service.workflow_reads import RunSummary, WorkflowRun
 
 #: System administrators only: a start or a retry runs steps' effects.
 SYSTEM_ADMINS = Access(roles=[SYSTEM_ADMIN_ROLE])
@@ -117,6 +118,39 @@ def retry(payload: RunId, ctx: WriteContext) -> dict[str, Any]:
     """Retry a failed run of the caller's tenant; the run afterwards."""
     run = platform_workflows(ctx).retry(
         payload.id, tenant_id=runs_scope(ctx), within=platform_request(ctx)
+    )
+    return run_document(run)
+
+
+class Approval(BaseModel):
+    """Which run, and which of its approval steps."""
+
+    id: uuid.UUID
+    step: str = Field(min_length=1, max_length=100)
+
+
+@feature.write_handler(
+    "approve",
+    access=Access(open_to_all="the approval step's own access= decides who approves"),
+    # Not an agent's tool: an agent never approves (the call refuses it on every channel).
+    agent=Agent(risk="mid", expose=False),
+    description=(
+        "Approve an approval step a run waits at, as the caller: the step succeeds and the "
+        "steps after it start. The step's access= says who may (without one: system "
+        "administrators); an agent never may (403 agent.approver_is_agent). A step the run "
+        "has not reached or that was approved already answers 409 workflow_step_not_waiting."
+    ),
+)
+def approve(payload: Approval, ctx: WriteContext) -> dict[str, Any]:
+    """Approve a step of a run of the caller's tenant; the run afterwards."""
+    run = platform_workflows(ctx).approve(
+        payload.id,
+        payload.step,
+        ctx.user,
+        tenant_id=runs_scope(ctx),
+        approvers=SYSTEM_ADMINS,
+        channel="http",
+        within=platform_request(ctx),
     )
     return run_document(run)
 

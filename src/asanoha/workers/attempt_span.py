@@ -40,7 +40,7 @@ def call_in_attempt_span(job: JobDef, payload: dict[str, Any], ctx: JobContext) 
             # A job of a feature switched off in its tenant waits, its attempt unspent.
             held = ctx.held_by_feature_switch()
             returned = held if held is not None else job.func(payload, ctx)
-            if job.keep_result and held is None and not isinstance(returned, Snooze):
+            if ctx.keeps_result and held is None and not isinstance(returned, Snooze):
                 problem = result_problem(f"job {job.qn}", returned)
                 if problem is not None:
                     raise JobResultError(problem)

@@ -20,7 +20,9 @@ from typing import Any, Literal, NoReturn
 
 from celery import Task
 from celery.exceptions import Reject, Retry, TimeLimitExceeded
+from sqlalchemy.exc import DBAPIError
 
+from asanoha.platform.jobs import workflows
 from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
@@ -32,7 +34,6 @@ from asanoha.platform.jobs.attempts import (
     describe_error,
     sanitize_error,
 )
-from asanoha.platform.jobs.publishing import mark_published
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
 from asanoha.platform.model import JobCancelled, JobDef, Snooze
 from asanoha.platform.personal import redaction
@@ -186,6 +187,9 @@ class AttemptRunner:
                 retries=attempt - 1,
                 trigger_result=trigger_result,
             )
+        if workflows.in_a_run(claim.headers):
+            # A declared job run as a step of a canvas: its return value is the step's result.
+            ctx.keeps_result = True
         bind_attempt_log_fields(ctx)
         payload: dict[str, Any] = personal.reveal_detached(engine, claim.payload)
         return ctx, payload
@@ -201,6 +205,22 @@ class AttemptRunner:
     ) -> None:
         """Run the claimed attempt of ``ctx`` and end it on the row."""
         try:
+            self._attempt_and_end(task, job, row_id, claim, ctx, payload)
+        finally:
+            # A step's writes commit with its success's end; any other way out drops them.
+            if isinstance(ctx, StepContext):
+                ctx.writes.rollback()
+
+    def _attempt_and_end(
+        self,
+        task: Task,
+        job: JobDef,
+        row_id: uuid.UUID,
+        claim: Claim,
+        ctx: JobContext,
+        payload: dict[str, Any],
+    ) -> None:
+        try:
             returned = self._call(job, payload, ctx)
         except JobCancelled as exc:
             end = AttemptEnd("cancelled", CANCELLED, _error_text(exc), logs=ctx.log.kept())
@@ -210,20 +230,24 @@ class AttemptRunner:
         except Snooze as snooze:
             returned = snooze
         except Exception as exc:
+            if isinstance(ctx, StepContext):
+                ctx.writes.rollback()
             self._failed(
                 task, job, row_id, ctx.attempt, ctx.tenant_id, claim, exc, logs=ctx.log.kept()
             )
             raise
         if isinstance(returned, Snooze):
+            if isinstance(ctx, StepContext):
+                ctx.writes.rollback()  # the snoozed attempt runs again, writes and all
             self._schedule_next(
                 job, row_id, ctx.tenant_id, ctx.attempt, claim, None, returned.seconds,
                 status="snoozed", logs=ctx.log.kept(),
             )  # fmt: skip
             return
-        if isinstance(ctx, StepContext) or job.keep_result:
-            # A workflow step's return value is its result (checked by the step's wrapper),
-            # and so is a keep_result job's (checked in its span), stored sealed: its end
-            # runs carrying the values the attempt saw.
+        if ctx.keeps_result:
+            # A workflow step's return value is its result, and so is a keep_result job's
+            # (both checked in its span), stored sealed: its end runs carrying the values
+            # the attempt saw.
             end = AttemptEnd(
                 "succeeded",
                 SUCCEEDED,
@@ -233,7 +257,10 @@ class AttemptRunner:
             )
             sealing = contextvars.Context()
             sealing.run(carry, ctx.carried_values)
-            sealing.run(self._end, job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+            if isinstance(ctx, StepContext) and ctx.writes.opened:
+                sealing.run(self._end_with_writes, job, row_id, ctx, claim, end)
+            else:
+                sealing.run(self._end, job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
             return
         end = AttemptEnd("succeeded", SUCCEEDED, logs=ctx.log.kept())
         self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
@@ -263,7 +290,7 @@ class AttemptRunner:
                 )
             return context.run(call_in_attempt_span, job, payload, ctx)
         finally:
-            if isinstance(ctx, StepContext) or job.keep_result:
+            if ctx.keeps_result:
                 # The personal values the attempt was given or read: its result's end seals
                 # them as its own writes would.
                 ctx.carried_values = context.run(carried)
@@ -481,7 +508,7 @@ class AttemptRunner:
 
     def _mark_published(self, sent: list[OutboxMessage], failed: list[OutboxMessage]) -> None:
         try:
-            mark_published(self._service.database, self._service.tables, sent, failed)
+            self._rows.mark_published(sent, failed)
         except Exception:
             # The row keeps its relay time: at worst the relay sends a copy, which the claim
             # acknowledges without running.
@@ -508,9 +535,38 @@ class AttemptRunner:
             _give_back(job, row_id, "ending the attempt on", exc)
         if job.claim_limited:
             self._wake_waiting(job, row_id)
-        if job.workflow_step is not None:
+        if self._rows.ends_step(claim, end):
+            # The steps this end of a step (declared, or of a canvas) started.
             self._publish_started(row_id)
         return ended
+
+    def _end_with_writes(
+        self, job: JobDef, row_id: uuid.UUID, ctx: StepContext, claim: Claim, end: AttemptEnd
+    ) -> None:
+        """End the step's attempt in the unit of work that holds its writes, and commit
+        both. When another delivery judged the attempt crashed meanwhile (the end does not
+        hold), or the database fails, the writes are rolled back: the attempt that runs
+        instead writes them."""
+        writes = ctx.writes
+        try:
+            ended, started = self._rows.end_in(
+                writes.conn, row_id, job.qn, ctx.tenant_id, ctx.attempt, claim, end
+            )
+            if not ended:
+                writes.rollback()
+                # Its run row is written all the same, as for any end that does not hold.
+                self._end(job, row_id, ctx.tenant_id, ctx.attempt, claim, end)
+                return
+            writes.commit()
+        except DBAPIError as exc:
+            writes.rollback()
+            # The row still says running: given back, the message comes again as a
+            # redelivery, which ends this attempt as crashed and runs the step again.
+            _give_back(job, row_id, "ending the attempt with its writes on", exc)
+        self._rows.stash_started(row_id, started)
+        if job.claim_limited:
+            self._wake_waiting(job, row_id)
+        self._publish_started(row_id)
 
     def _publish_started(self, row_id: uuid.UUID) -> None:
         """Publish the rows of the workflow steps the end of ``row_id`` started (the relay

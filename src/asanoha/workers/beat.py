@@ -22,7 +22,7 @@ from celery.schedules import crontab
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Registry
 from asanoha.platform.settings import Settings
-from asanoha.platform.store.retention import declared_retention
+from asanoha.platform.store.retention import declared_retention, forget_markers
 from asanoha.workers.lanes import platform_queue
 
 CRON_TASK_NAME = "asanoha.cron"
@@ -58,7 +58,8 @@ def parse_cron(expression: str, job_qn: str) -> crontab:
 def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dict[str, Any]]:
     """Beat entries: every cron job (enqueued as the default tenant's system user), the
     hourly prune of finished job rows older than ``ASANOHA_JOB_RETENTION_DAYS``, and the
-    daily prune of the events of each type declared with ``keep_for=`` (when one is)."""
+    daily prune of the events of each type declared with ``keep_for=`` and of the entity
+    streams closed by forget (when a type declares one, or an entity is declared)."""
     # Ticks and the prune have a queue of their own: they never wait behind a job backlog.
     queue = platform_queue(settings, "cron")
     schedule: dict[str, dict[str, Any]] = {
@@ -68,7 +69,7 @@ def build_beat_schedule(registry: Registry, settings: Settings) -> dict[str, dic
             "options": {"queue": queue},
         }
     }
-    if declared_retention(registry):
+    if declared_retention(registry) or forget_markers(registry):
         hour, minute = PRUNE_EVENTS_AT
         schedule[PRUNE_EVENTS_TASK_NAME] = {
             "task": PRUNE_EVENTS_TASK_NAME,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,10 +74,15 @@ class CeleryJobs:
             self._probe = make_probe(self.celery, self.outcomes, BROKER_SOCKET_TIMEOUT)
         return self._probe
 
-    def request_consumer_wakes(self, names: Sequence[str] | None = None) -> int:
-        """Wake the consumers ``names`` (every one by default) whose partitions have no
-        wake-up pending; return how many tasks were published."""
-        return self.wakes.request(names) if self.wakes is not None else 0
+    def request_consumer_wakes(
+        self,
+        names: Sequence[str] | None = None,
+        keys: Mapping[str, Collection[int]] | None = None,
+    ) -> int:
+        """Wake the consumers ``names`` (every one by default; for a name in ``keys``, the
+        partitions owning those partition keys) whose partitions have no wake-up pending;
+        return how many tasks were published."""
+        return self.wakes.request(names, keys) if self.wakes is not None else 0
 
     def connect_worker_signals(self) -> None:
         """Hook the worker's process lifecycle: reset engines after the pool forks, run the
@@ -147,9 +152,9 @@ def make_celery(app: App) -> CeleryJobs:
     rows = job_rows_for(
         app.database, app.service.tables, wake_lost_after=settings.visibility_timeout
     )
-    if registry.workflows:
-        # The end of a step's job row ends the step in its run (``platform/jobs/workflows``).
-        rows.workflow_of = registry.workflow
+    # The end of a step's job row ends the step in its run (``platform/jobs/workflows``):
+    # a declared workflow's, or a canvas's, whose steps are any declared jobs.
+    rows.workflow_of = registry.workflow
     runner = AttemptRunner(app.service, rows, publisher, settings)
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)

@@ -36,7 +36,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -113,11 +113,17 @@ class ConsumerWakes:
         self._ticking = settings.consumer_tick_interval > 0
         self._longest = settings.broker_countdown_max
 
-    def request(self, names: Sequence[str] | None = None) -> int:
-        """Wake every partition of ``names`` (every consumer by default) that has no wake-up
-        pending or running; return how many tasks were published."""
+    def request(
+        self,
+        names: Sequence[str] | None = None,
+        keys: Mapping[str, Collection[int]] | None = None,
+    ) -> int:
+        """Wake every partition of ``names`` (every consumer by default; for a name in
+        ``keys``, the partitions owning those partition keys) that has no wake-up pending or
+        running; return how many tasks were published."""
         published = 0
-        for wake in self._consumers.arm_wakes(names, until=_after(ADVANCE_EXPIRES)):
+        armed = self._consumers.arm_wakes(names, until=_after(ADVANCE_EXPIRES), keys=keys)
+        for wake in armed:
             if self._publish(wake, 0.0):
                 published += 1
         return published
@@ -206,24 +212,39 @@ def _after(seconds: float) -> dt.datetime:
 
 
 class ConsumerWaker:
-    """Requests wake-ups from a background thread, merging those asked for meanwhile."""
+    """Requests wake-ups from a background thread, merging those asked for meanwhile.
+
+    ``send(names, keys)`` asks for them: ``keys`` holds, for a name asked for with the
+    partition keys of a write's events, the keys of every such request merged (a name asked
+    for without keys wakes every partition of it)."""
 
     def __init__(
-        self, send: Callable[[tuple[str, ...]], object], *, interval: float = WAKE_INTERVAL
+        self,
+        send: Callable[[tuple[str, ...], Mapping[str, frozenset[int]]], object],
+        *,
+        interval: float = WAKE_INTERVAL,
     ) -> None:
         self._send = send
         self._interval = interval
         self._names: set[str] = set()
+        self._keys: dict[str, set[int]] = {}
+        self._every: set[str] = set()
         self._wanted = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def wake(self, names: Iterable[str]) -> None:
-        """Ask for a wake-up of the consumers ``names``; returns at once."""
+    def wake(self, names: Iterable[str], keys: Mapping[str, Iterable[int]] | None = None) -> None:
+        """Ask for a wake-up of the consumers ``names`` (of the partitions owning
+        ``keys[name]`` for a name in ``keys``); returns at once."""
         with self._lock:
-            self._names.update(names)
+            for name in names:
+                self._names.add(name)
+                if keys is not None and name in keys:
+                    self._keys.setdefault(name, set()).update(keys[name])
+                else:
+                    self._every.add(name)
         self._wanted.set()
         thread = self._thread
         # A forked child (prefork pool, uvicorn workers) inherits no threads: start its own.
@@ -252,9 +273,16 @@ class ConsumerWaker:
             self._wanted.clear()
             with self._lock:
                 names = tuple(sorted(self._names))
+                keys = {
+                    name: frozenset(held)
+                    for name, held in self._keys.items()
+                    if name not in self._every
+                }
                 self._names.clear()
+                self._keys.clear()
+                self._every.clear()
             try:
-                self._send(names)
+                self._send(names, keys)
             except Exception:
                 log.warning("requesting the consumer wake-up failed; the tick covers it",
                             exc_info=True)  # fmt: skip

@@ -1,5 +1,5 @@
 """The tasks beat runs: enqueue a cron job through the outbox, prune finished job rows, prune
-the events past their type's ``keep_for=``."""
+the events past their type's ``keep_for=`` and the streams closed by forget."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from asanoha.platform.service.idempotency import prune_expired
 from asanoha.platform.service.job_operations import prune_job_rows
 from asanoha.platform.service.outbox import find_enqueued
 from asanoha.platform.settings import Settings
-from asanoha.platform.store.retention import declared_retention, prune_events
+from asanoha.platform.store.retention import declared_retention, forget_markers, prune_events
 from asanoha.workers.beat import (
     CRON_TASK_NAME,
     PRUNE_EVENTS_TASK_NAME,
@@ -86,11 +86,13 @@ def register_cron_tasks(
 
 def prune_declared_events(service: Service, settings: Settings) -> int:
     """Delete (archive first, with ``ASANOHA_EVENT_ARCHIVE_DIR``) the events of each type
-    declared with ``keep_for=`` that are older than it; how many. While a consumer has not
-    handled them, nothing is deleted and the warning names it: the next day's prune
-    tries again (a failed task would only be retried into the same refusal)."""
+    declared with ``keep_for=`` that are older than it, and the events of the entity streams
+    closed by forget; how many. While a consumer has not handled them, nothing is deleted
+    and the warning names it: the next day's prune tries again (a failed task would only be
+    retried into the same refusal)."""
     keep_for = declared_retention(service.registry)
-    if not keep_for:
+    markers = forget_markers(service.registry)
+    if not keep_for and not markers:
         return 0
     archive = settings.event_archive_dir
     try:
@@ -99,6 +101,7 @@ def prune_declared_events(service: Service, settings: Settings) -> int:
                 conn,
                 service.tables,
                 keep_for=keep_for,
+                forgotten=markers,
                 archive_dir=None if archive is None else Path(archive),
             )
     except ConflictError as refused:
@@ -107,8 +110,9 @@ def prune_declared_events(service: Service, settings: Settings) -> int:
         log.warning("no events pruned: %s", refused.message)
         return 0
     kept = f"; archived to {result.archive}" if result.archive else ""
-    log.info("pruned %d event(s) past their keep_for, up to position %d%s",
-             result.pruned, result.cut, kept)  # fmt: skip
+    log.info("pruned %d event(s) past their keep_for or of %d stream(s) closed by forget, "
+             "up to position %d%s", result.pruned, result.closed_streams, result.cut,
+             kept)  # fmt: skip
     return result.pruned
 
 

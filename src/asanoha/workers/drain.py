@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -12,6 +13,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from amqp.exceptions import AMQPError
+from kombu.exceptions import KombuError
+from redis.exceptions import RedisError
 from sqlalchemy import select
 
 from asanoha.platform.consumers import (
@@ -114,6 +118,11 @@ class WorkflowFailedError(JobFailedError):
         return str(self.args[0])
 
 
+#: What a pass raises when the broker does not answer: the drain asks again until its
+#: deadline rather than end early with an error that is not a timeout.
+BROKER_ERRORS: tuple[type[Exception], ...] = (OSError, KombuError, RedisError, AMQPError)
+
+
 class DrainTimeoutError(AssertionError):
     """Work was still pending when the drain's timeout ran out."""
 
@@ -143,6 +152,13 @@ class Drainer:
         self._jobs = app.celery_jobs
         self._poll_interval = poll_interval
         self._job_runs = app.service.tables.job_runs
+        # A workflow's waits and approvals wait for an event or a person: a drain settles
+        # without them (a test approves, appends the event or moves the clock, then drains).
+        self._held = [
+            job.qn
+            for job in app.registry.jobs
+            if job.workflow_step is not None and job.workflow_step.hold is not None
+        ]
         # Passes run on this thread so that a broker that stops answering cannot hold the
         # caller past its deadline.
         self._passes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asanoha-drain")
@@ -163,12 +179,16 @@ class Drainer:
         deadline = time.monotonic() + timeout
         idle = 0
         pending = PendingWork()
+        #: The broker's error of the last pass it failed (``None``: it answered).
+        unanswered: Exception | None = None
         while True:
             # Cleared before counting: an outcome during the count wakes the next wait at once.
             self._jobs.outcomes.changed.clear()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise DrainTimeoutError(timeout, pending, running=self._running())
+                raise DrainTimeoutError(
+                    timeout, pending, stuck=unanswered is not None, running=self._running()
+                ) from unanswered
             started = time.monotonic()
             pass_ = self._passes.submit(self._pass)
             try:
@@ -178,6 +198,13 @@ class Drainer:
                 raise DrainTimeoutError(
                     timeout, pending, stuck=stalled, running=self._running()
                 ) from None
+            except BROKER_ERRORS as error:
+                # The broker did not answer (a socket timeout, a refused connection): the
+                # next pass asks again, until the deadline says it timed out.
+                unanswered, idle = error, 0
+                self._jobs.outcomes.changed.wait(min(self._poll_interval, remaining))
+                continue
+            unanswered = None
             idle = idle + 1 if pending.total == 0 else 0
             if idle >= IDLE_PASSES:
                 return self._settle()
@@ -217,7 +244,7 @@ class Drainer:
         tables = self._app.service.tables
         with self._app.database.connect() as conn:
             paused = paused_job_qns(conn, tables, self._app.service.job_lanes)
-            unfinished = count_unfinished(conn, tables, paused)
+            unfinished = count_unfinished(conn, tables, paused, self._held)
         pending = PendingWork(queued, reserved, unfinished)
         if consumers:
             # Asked after the job count: events of a job that ended meanwhile show here.
@@ -273,8 +300,6 @@ class Drainer:
     def _failed_runs(self) -> set[str]:
         """The ids of the failed workflow runs."""
         runs = self._app.service.tables.workflow_runs
-        if not self._app.registry.workflows:
-            return set()
         with self._app.database.connect() as conn:
             found = conn.execute(select(runs.c.id).where(runs.c.state == "failed")).scalars()
             return {str(run_id) for run_id in found}
@@ -304,36 +329,38 @@ class Drainer:
         ]
 
     def _step_failures(self, failures: Sequence[JobFailure]) -> list[StepFailure]:
-        """The failures that are workflow steps, with their run, step and item."""
-        registry = self._app.registry
+        """The failures that are workflow steps (of a declared workflow or of a canvas over
+        declared jobs), with their run, step and item."""
         ids = []
         for failure in failures:
-            job = registry.job(failure.job_qn)
-            if job is not None and job.workflow_step is not None:
+            with contextlib.suppress(ValueError):
                 ids.append(uuid.UUID(failure.task_id))
         if not ids:
             return []
-        items = self._app.service.tables.workflow_items
+        tables = self._app.service.tables
+        items, runs = tables.workflow_items, tables.workflow_runs
         with self._app.database.connect() as conn:
             rows = conn.execute(
-                select(items.c.job_id, items.c.run_id, items.c.step, items.c.item).where(
-                    items.c.job_id.in_(ids)
-                )
+                select(items.c.job_id, items.c.run_id, items.c.step, items.c.item)
+                .add_columns(runs.c.workflow_qn)
+                .join(runs, runs.c.id == items.c.run_id)
+                .where(items.c.job_id.in_(ids))
             ).all()
         found = {str(row.job_id): row for row in rows}
         steps = []
         for failure in failures:
             row = found.get(failure.task_id)
-            job = registry.job(failure.job_qn)
-            if row is None or job is None or job.workflow_step is None:
+            if row is None:
                 continue
-            step = job.workflow_step
+            job = self._app.registry.job(failure.job_qn)
+            step = None if job is None else job.workflow_step
+            mapped = step is not None and step.map is not None
             steps.append(
                 StepFailure(
-                    step.workflow_qn,
+                    row.workflow_qn,
                     str(row.run_id),
                     row.step,
-                    row.item if step.map is not None else None,
+                    row.item if mapped else None,
                     failure.error,
                 )
             )

@@ -9,13 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import Connection
+
 from asanoha.platform.model import JobCancelled, JobDef, SessionUser, Snooze
+from asanoha.platform.model.canvas import Canvas
 from asanoha.platform.model.place import Place
 from asanoha.platform.service import RequestMeta, Service, WriteOrigin, platform_events
 from asanoha.platform.service.aggregates import AsOf
 from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.outbox import is_cancel_requested
-from asanoha.platform.service.request import Acting
+from asanoha.platform.service.request import Acting, Request
 from asanoha.platform.store import StoredEvent, read_event
 from asanoha.workers.attempt_logs import AttemptLog
 
@@ -137,6 +140,9 @@ class JobContext(FeatureAccess):
         #: The personal values the attempt saw, with their sealed texts (set when it ends):
         #: a step's or a ``keep_result`` job's result is sealed with them.
         self.carried_values: tuple[dict[str, str], dict[tuple[str, str], str]] | None = None
+        #: Whether the job's return value is kept: a ``keep_result`` job's, a declared
+        #: step's, and a job's that runs as a step of a canvas (set by its runner).
+        self.keeps_result = job.keep_result or job.workflow_step is not None
 
     @property
     def job_qn(self) -> str:
@@ -206,6 +212,7 @@ class JobContext(FeatureAccess):
             qn,
             payload,
             user,
+            parent=self._unit(),
             meta=self._request_meta(),
             origin=self.meta.origin,
             acting=Acting(self.job.qn, self.job.acts_for_system),
@@ -214,7 +221,9 @@ class JobContext(FeatureAccess):
 
     def query_as(self, user: SessionUser, qn: str, payload: Any) -> Any:
         """Run the query handler ``qn`` as ``user``."""
-        return self._service.dispatch_query(qn, payload, user, meta=self._request_meta())
+        return self._service.dispatch_query(
+            qn, payload, user, parent=self._read_unit(), meta=self._request_meta()
+        )
 
     def dispatch(
         self,
@@ -232,6 +241,7 @@ class JobContext(FeatureAccess):
             job_qn,
             payload,
             self.system_user,
+            parent=self._unit(),
             trigger_name=self.job.qn,
             origin=self.meta.origin,
             delay=delay,
@@ -239,26 +249,43 @@ class JobContext(FeatureAccess):
             priority=priority,
         )
 
-    def start_workflow(self, workflow_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+    def start_workflow(
+        self, workflow_qn: str | Canvas, payload: dict[str, Any] | None = None
+    ) -> uuid.UUID:
         """Start a run of the workflow ``workflow_qn`` on ``payload`` as the tenant's system
         user, carrying this job's chain; the run's id."""
         return self._service.start_workflow(
             workflow_qn,
             payload,
             self.system_user,
+            parent=self._unit(),
             trigger_name=self.job.qn,
             origin=self.meta.origin,
         )
 
+    def _unit(self) -> Request | None:
+        """The unit of work the job's writes run in (``None``: each is its own top-level
+        write, as in a job; a workflow step's hold them until its end)."""
+        return None
+
+    def _read_unit(self) -> Request | None:
+        """The unit of work the job's queries read in (``None``: their own)."""
+        return None
+
     def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
         """The state of aggregate ``aggregate`` (of the job's feature, or ``feature:name``)
         folded from ``stream_id`` of the job's tenant, as ``WriteContext.load`` gives it."""
+        with self._service.database.begin() as conn:
+            return self._load_in(conn, aggregate, stream_id, as_of)
+
+    def _load_in(
+        self, conn: Connection, aggregate: str, stream_id: str | uuid.UUID, as_of: AsOf | None
+    ) -> Any:
         aggregates = self._service.aggregates
         found = aggregates.find(aggregate, feature=self.job.feature, caller=self.job.qn)
-        with self._service.database.begin() as conn:
-            return aggregates.load(
-                conn, found, tenant_id=self.tenant_id, stream_id=str(stream_id), as_of=as_of
-            ).state
+        return aggregates.load(
+            conn, found, tenant_id=self.tenant_id, stream_id=str(stream_id), as_of=as_of
+        ).state
 
     @property
     def cancel_requested(self) -> bool:

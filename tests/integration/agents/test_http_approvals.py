@@ -13,7 +13,7 @@ from sqlalchemy import insert, select
 
 from asanoha import Access, Agent, Feature, WriteContext
 from asanoha.platform.http.routes import APPROVAL_HEADER
-from asanoha.platform.service.approvals import describe_call
+from asanoha.platform.service.call_description import describe_call
 from asanoha.platform.service.validation import validate_payload
 from asanoha.testing import Stack, TestUsers
 from asanoha.testing.plugin import StackFactory

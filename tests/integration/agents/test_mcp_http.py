@@ -248,3 +248,31 @@ def test_a_personal_access_token_reaches_only_its_scopes_over_mcp(
     assert refused.status_code == 200 and "token_scope_denied" in refused.text
     assert allowed.status_code == 200 and "token_scope_denied" not in allowed.text
     assert jot_count(stack) == 1
+
+
+def test_an_identity_provider_token_opens_an_mcp_session(asanoha_stack: StackFactory) -> None:
+    from tests.unit.identity.provider import (
+        AUDIENCE,
+        ISSUER,
+        jwks_server,
+        key_pair,
+        provider_claims,
+    )
+
+    signer = key_pair("RS256")
+    with jwks_server([signer]) as provider:
+        stack = asanoha_stack(
+            features=[jots],
+            settings={"jwt_jwks_url": provider.url, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE},
+        )
+        good = signer.sign(provider_claims(sub="ci", tenant_id=TestUsers.admin.tenant_id))
+        forged = key_pair("RS256", 1, kid=signer.kid).sign(provider_claims())
+        with serve_in_thread(stack.app.build_http()) as base_url:
+            session = TokenMcp(f"{base_url}/mcp", stack, good)
+            session.open(TestUsers.admin)
+            listed = session.list_tools(TestUsers.admin)
+            refused = TokenMcp(f"{base_url}/mcp", stack, forged).post(
+                TestUsers.admin, {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            )
+    assert listed.status_code == 200 and "jots:write:jot:create" in listed.text
+    assert (refused.status_code, refused.json()["error"]["reason"]) == (401, "token_invalid")

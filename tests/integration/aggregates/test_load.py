@@ -154,3 +154,33 @@ def test_a_job_loads_an_aggregate_of_its_tenant(stack: Any) -> None:
     assert other.load("account", account) is None
     with pytest.raises(LookupError, match="ledger:job:statement: no aggregate 'missing'"):
         ctx.load("missing", account)
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_a_workflow_step_loads_what_it_wrote_before_its_end_commits(
+    asanoha_stack: Any, database: str
+) -> None:
+    from asanoha import SessionUser, StepContext
+    from asanoha.platform.model import Feature
+    from tests.integration.aggregates.features import ledger
+
+    flow = Feature("tellers")
+    teller = flow.workflow("deposit-and-read", manual=True)
+
+    @teller.step("move")
+    def move(payload: dict[str, Any], ctx: StepContext) -> int:
+        account = payload["account"]
+        teller = SessionUser.of("teller", ctx.tenant_id, ["Admin"])
+        ctx.write_as(teller, "ledger:write:deposit", {"account": account, "amount": 40})
+        # In the step's unit: the deposit is folded in, and SQLite needs no second writer.
+        return int(ctx.load("ledger:account", account).balance)
+
+    stack = asanoha_stack(features=[ledger, flow], jobs=True, database=database)
+    account = new_account()
+    opened = {"account": account, "owner": "Ada", "email": "ada@example.org"}
+    stack.http.write_ok("ledger:write:open", opened, ADMIN)
+    run_id = stack.app.workflows.start(
+        "tellers:workflow:deposit-and-read", {"account": account}, ADMIN
+    )
+    stack.drain()
+    assert stack.app.workflows.get(run_id).result == 40

@@ -84,8 +84,8 @@ def python(project: Project, code: str, *args: str) -> str:
         capture_output=True,
         text=True,
         timeout=60,
-        check=True,
     )
+    assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
@@ -116,3 +116,65 @@ def test_prune_archive_restore_and_rebuild_a_declared_projection(
     restored = project.run("events", "restore", str(archive), "--app", "ledger:app")
     assert restored.returncode == 0, restored.stderr
     assert f"restored 2 event(s) from {archive}" in restored.stdout
+
+
+CLUB = """
+import uuid
+from typing import Any
+
+from pydantic import BaseModel
+
+from asanoha import Access, Agent, App, Entity, Feature, WriteContext, fields
+
+member = Entity(
+    table="club_members",
+    fields={"name": fields.text(required=True, personal=False, reason="a test")},
+)
+feature = Feature("club")
+feature.crud("member", member, write=Access(roles=["Admin"]), read=Access(roles=["Admin"]))
+
+
+class RowId(BaseModel):
+    id: uuid.UUID
+
+
+@feature.write_handler("forget", access=Access(roles=["Admin"]), agent=Agent(risk="high"))
+def forget(payload: RowId, ctx: WriteContext) -> Any:
+    return ctx.entity("member").forget(payload.id)
+
+
+app = App([feature])
+"""
+JOIN_AND_FORGET = """
+from asanoha import SessionUser
+import club
+admin = SessionUser.of("u-1", "acme", ["Admin"])
+write = club.app.service.dispatch_write
+write("club:write:member:create", {"name": "Kept"}, admin)
+gone = write("club:write:member:create", {"name": "Gone"}, admin)
+changes = {"name": "Gone again"}
+write("club:write:member:update", {"id": str(gone["id"]), "version": 1, "changes": changes}, admin)
+write("club:write:forget", {"id": str(gone["id"])}, admin)
+"""
+STREAMS = """
+from sqlalchemy import func, select
+import club
+events = club.app.service.tables.events
+with club.app.database.begin() as conn:
+    query = select(events.c.type, func.count()).group_by(events.c.type)
+    print(sorted(tuple(row) for row in conn.execute(query)))
+"""
+
+
+def test_prune_takes_a_stream_closed_by_forget_at_once(project: Project) -> None:
+    (project.folder / "club.py").write_text(CLUB, encoding="utf-8")
+    assert project.run("migrate", "--app", "club:app").returncode == 0
+    python(project, JOIN_AND_FORGET)
+    before = python(project, STREAMS)
+    assert "club:event:member.forgotten" in before
+    # Nothing is old: only the forgotten member's stream (created, updated, forgotten) goes.
+    pruned = project.run("events", "prune", "--older-than", "365d", "--app", "club:app")
+    assert pruned.returncode == 0, pruned.stderr
+    assert "pruned 3 event(s)" in pruned.stdout
+    assert "(1 stream(s) closed by forget)" in pruned.stdout
+    assert python(project, STREAMS) == "[('club:event:member.created', 1)]"

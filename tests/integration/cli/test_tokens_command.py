@@ -51,3 +51,24 @@ def test_a_token_with_the_system_role_is_refused(project: Project) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stdout
     assert "'system'" in done.stderr and "asanoha_pat_" not in done.stdout
+
+
+def test_revoke_takes_the_jti_of_a_signed_token(project: Project) -> None:
+    import jwt
+
+    assert project.run("migrate", "--app", "shop:app").returncode == 0
+    signed = project.run(
+        "token", "--app", "shop:app", "--sub", "u-1", "--tenant", "acme", "--roles", "Admin"
+    ).stdout.strip()
+    jti = jwt.decode(signed, options={"verify_signature": False})["jti"]
+    revoked = project.run("tokens", "revoke", "--app", "shop:app", "--tenant", "acme", jti)
+    assert revoked.returncode == 0, revoked.stderr
+    engine = create_engine(project.database.url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT tenant_id, jti, revoked_by FROM asanoha_token_revocations")
+            ).all()
+    finally:
+        engine.dispose()
+    assert [tuple(row) for row in rows] == [("acme", jti, "cli")]

@@ -79,3 +79,34 @@ def test_an_operator_starts_reads_and_retries_a_run_from_the_command_line(
     assert unknown.exit_code == 1 and "workflow_run_not_found" in unknown.output
     bad = workflows("start", "shop:workflow:report", "--payload", "[1]")
     assert bad.exit_code == 2
+
+
+def test_an_operator_approves_a_step_a_run_waits_at(
+    asanoha_stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asanoha import Access
+
+    shop = Feature("shop")
+    release = shop.workflow("release", manual=True)
+    release.approval("go", access=Access(roles=["Releaser"]))
+
+    @release.step("ship", after="go")
+    def ship(payload: dict[str, Any], ctx: StepContext) -> str:
+        return "shipped after " + ctx.results["go"]["approved_by"]
+
+    stack = asanoha_stack(features=[shop], jobs=True)
+    monkeypatch.setattr(sys.modules[__name__], "APP", stack.app)
+    run_id = str(stack.app.workflows.start("shop:workflow:release", {}))
+    stack.drain()
+
+    refused = workflows("approve", run_id, "go", "--by", "dana")
+    assert refused.exit_code == 1
+    assert "role_required" in refused.output
+    approved = workflows("approve", run_id, "go", "--by", "dana", "--role", "Releaser")
+    assert approved.exit_code == 0, approved.output
+    assert approved.output == f"shop:workflow:release {run_id}: go approved by dana\n"
+    stack.drain()
+    done = json.loads(workflows("show", run_id, "--json").output)
+    assert (done["state"], done["result"]) == ("succeeded", "shipped after dana")
+    again = workflows("approve", run_id, "go", "--by", "dana", "--role", "Releaser")
+    assert again.exit_code == 1 and "workflow_step_not_waiting" in again.output

@@ -83,3 +83,31 @@ def test_an_administrator_finds_a_failed_run_and_retries_it_from_its_page(
         expect(other.locator("main")).to_contain_text("has no workflow run")
         other.goto(other.url.replace(f"/workflows/{run_id}", "/workflows"))
         expect(other.locator("#runs")).to_contain_text("No runs.")
+
+
+@pytest.mark.parametrize("database", ["postgres"])
+def test_an_administrator_approves_the_step_a_run_waits_at_from_its_page(
+    asanoha_stack: Any, browser: BrowserContext, database: str
+) -> None:
+    shop = Feature("shop")
+    release = shop.workflow("release", manual=True)
+    release.approval("go")
+
+    @release.step("ship", after="go")
+    def ship(payload: dict[str, Any], ctx: StepContext) -> str:
+        return "shipped after " + ctx.results["go"]["approved_by"]
+
+    stack = asanoha_stack(
+        features=[shop, job_admin.feature, workflow_admin.feature], jobs=True, database=database
+    )
+    run_id = stack.app.workflows.start("shop:workflow:release", {}, ACME)
+    stack.drain()
+    with console_page(stack, browser, ACME) as page:
+        page.goto(page.url.replace("/console/jobs", f"/console/workflows/{run_id}"))
+        expect(page.locator("#steps tr[data-step='go']")).to_contain_text("running")
+        page.click("#approve-go")
+        expect(page.locator("p.notice")).to_contain_text("approved")
+        stack.drain()
+        page.reload()
+        expect(page.locator("#run-state")).to_have_text("succeeded")
+    assert stack.app.workflows.get(run_id).result == "shipped after acme-1"

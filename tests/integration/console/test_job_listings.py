@@ -11,7 +11,7 @@ from sqlalchemy import insert, update
 
 from asanoha.handlers import job_admin
 from asanoha.platform.model import SessionUser
-from asanoha.platform.service.job_operations import job_throughput
+from asanoha.platform.service.job_listings import job_throughput
 from asanoha.testing import TestUsers
 from asanoha.workers import JobFailedError
 from tests.integration.handlers.flaky import NOTE_CREATE, SEND, Switch, flaky_feature

@@ -16,6 +16,7 @@ from asanoha.handlers import consumer_admin, job_admin
 from asanoha.testing.http_client import TestClient
 from asanoha.testing.plugin import StackFactory
 from asanoha.testing.serving import serve_in_thread
+from tests.integration.console.test_console_pages import CSRF, NONCE
 from tests.unit.identity.provider import AUDIENCE, JwksServer, jwks_server, key_pair
 
 
@@ -63,3 +64,26 @@ def test_a_callback_this_browser_did_not_start_is_refused(stack: Any) -> None:
         assert answer.status_code == 401
         assert "The sign-in at the identity provider failed." in answer.text
         assert "asanoha_console" not in client.cookies
+
+
+def test_a_provider_token_without_a_jti_is_refused_after_sign_out(
+    stack: Any, provider: JwksServer
+) -> None:
+    # Many providers issue access tokens without a jti: the session still ends at sign-out.
+    claims = {key: value for key, value in provider.access_claims.items() if key != "jti"}
+    token = key_pair("ES256").sign(claims)
+    api = {"Authorization": f"Bearer {token}"}
+    with TestClient(mount_console(stack.app.build_http(), stack.app)) as client:
+        form = client.get("/console/login")
+        nonce = NONCE.search(form.text)
+        assert nonce is not None
+        client.post("/console/login", data={"nonce": nonce.group(1), "token": token})
+        page = client.get("/console/jobs")
+        csrf = CSRF.search(page.text)
+        assert page.url.path == "/console/jobs" and csrf is not None
+        assert client.post("/api/query/job-admin:query:jobs", json={}, headers=api).is_success
+        client.post("/console/logout", data={"csrf": csrf.group(1)})
+        client.cookies.set("asanoha_console", token)
+        assert client.get("/console/jobs").url.path == "/console/login"
+        replayed = client.post("/api/query/job-admin:query:jobs", json={}, headers=api)
+    assert (replayed.status_code, replayed.json()["error"]["reason"]) == (401, "token_revoked")

@@ -13,6 +13,7 @@ import pytest
 from celery.signals import before_task_publish
 
 from asanoha import Feature
+from asanoha.platform.store.events import partition_key
 from asanoha.testing import TestUsers
 from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
 from tests.integration.consumers.conftest import Recorder, ledger
@@ -48,11 +49,22 @@ class Published:
 
     def __init__(self) -> None:
         self.tasks: list[tuple[str, str]] = []
+        self.args: list[tuple[str, tuple[Any, ...]]] = []
         self._lock = threading.Lock()
 
-    def __call__(self, sender: Any = None, routing_key: str = "", **_: Any) -> None:
+    def __call__(
+        self, sender: Any = None, routing_key: str = "", body: Any = None, **_: Any
+    ) -> None:
         with self._lock:
             self.tasks.append((str(sender), routing_key))
+            self.args.append((str(sender), tuple(body[0]) if body else ()))
+
+    def partitions_woken(self, name: str) -> set[int]:
+        """The partitions of the consumer ``name`` whose wake-up tasks were published."""
+        with self._lock:
+            return {
+                args[1] for task, args in self.args if task == ADVANCE_TASK_NAME and args[0] == name
+            }
 
     def of(self, task: str, prefix: str) -> list[str]:
         """The routing keys of the ``task`` messages sent to ``prefix``'s queues."""
@@ -103,6 +115,26 @@ def test_a_burst_of_writes_publishes_a_few_wake_up_tasks_per_partition(consumer_
     wakes = published.of(ADVANCE_TASK_NAME, prefix)
     assert 1 <= len(wakes) <= PARTITIONS * TASKS_PER_PARTITION, len(wakes)
     _delivered_once_in_order(recorder, ids)
+
+
+def test_a_write_wakes_only_the_partition_its_stream_goes_to(consumer_stack, published):
+    recorder = Counted(3)
+    stack = consumer_stack([ledger(recorder, partitions=PARTITIONS)], jobs=True, settings=LIVE)
+    streams = [f"s{n}" for n in range(20)]
+    owner = {stream: partition_key(TestUsers.admin.tenant_id, stream) % PARTITIONS
+             for stream in streams}  # fmt: skip
+    # Two streams of one partition, one of another.
+    first, second = streams[0], next(s for s in streams[1:] if owner[s] == owner[streams[0]])
+    other = next(s for s in streams if owner[s] != owner[first])
+    for n, stream in enumerate([first, second, other]):
+        stack.service.dispatch_write(
+            "ledger:write:post", {"stream": stream, "n": n}, TestUsers.admin
+        )
+    # The wake-up tasks alone deliver them.
+    assert recorder.complete.wait(WAIT)
+    stack.drain(timeout=60)
+    assert published.partitions_woken(NAME) == {owner[first], owner[other]}
+    assert sorted(event.stream_id for event in recorder.events) == sorted([first, second, other])
 
 
 def _with_a_job(recorder: Recorder, ran: threading.Event) -> Feature:

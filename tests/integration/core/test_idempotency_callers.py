@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import update
 
 from asanoha import AccessDeniedError, SessionUser, UnprocessableError, ValidationError
-from asanoha.platform.service.approvals import payload_digest
+from asanoha.platform.service.canonical import payload_digest
 from asanoha.platform.service.idempotency import Replay
 from asanoha.testing import TestUsers
 from tests.integration.core.contract_features import contracts

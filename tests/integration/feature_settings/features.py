@@ -90,6 +90,7 @@ def record(payload: dict[str, Any], ctx: JobContext) -> None:
             "locale": ctx.locale,
             "tz": ctx.tz.key,
             "password_ok": password.startswith("pw-"),
+            "tenant": ctx.tenant_id,
         }
     )
 

@@ -79,3 +79,47 @@ def test_a_feature_off_by_default_is_refused_until_enabled(asanoha_stack: Any) -
 def test_default_off_without_toggleable_is_a_definition_error() -> None:
     with pytest.raises(DefinitionError, match="feature 'beta': default_on=False"):
         Feature("beta", default_on=False)
+
+
+def test_a_consumer_of_a_switched_off_feature_holds_at_its_tenants_event_and_resumes(
+    asanoha_stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from asanoha import Access, Entity, fields
+    from asanoha.platform.consumers import passes
+
+    monkeypatch.setattr(passes, "HOLD_RECHECK_SECONDS", 0.2)
+    notes = Feature("notes-src")
+    notes.crud(
+        "note",
+        Entity(table="toggle_notes", fields={"text": fields.text(personal=False, reason="x")}),
+        write=Access(roles=["Admin"]),
+        read=Access(roles=["Admin"]),
+    )
+    alerts = Feature("alerts", toggleable=True)
+    seen: list[str] = []
+
+    @alerts.consumer("notify", on=["notes-src:event:note.created"])
+    def notify(event: Any, ctx: Any) -> None:
+        seen.append(event.tenant_id)
+
+    stack = asanoha_stack(features=[notes, alerts])
+    admin, other = TestUsers.admin, TestUsers.other_tenant
+    with stack.db.begin() as conn:
+        stack.service.feature_settings.set_enabled(conn, admin.tenant_id, "alerts", False, "test")
+    stack.http.write_ok("notes-src:write:note:create", {"text": "a"}, admin)
+    stack.http.write_ok("notes-src:write:note:create", {"text": "b"}, other)
+
+    # Held at the switched-off tenant's event: nothing delivered, no attempt spent.
+    stack.consumers.run_once(["alerts:consumer:notify"])
+    assert seen == []
+    [status] = [s for s in stack.consumers.status() if s.name == "alerts:consumer:notify"]
+    assert (status.status, status.attempts, status.lag) == ("idle", 0, 2)
+    assert "feature 'alerts' is switched off in tenant" in (status.last_error or "")
+
+    with stack.db.begin() as conn:
+        stack.service.feature_settings.set_enabled(conn, admin.tenant_id, "alerts", True, "test")
+    time.sleep(0.3)
+    stack.consumers.run_once(["alerts:consumer:notify"])
+    assert seen == [admin.tenant_id, other.tenant_id]

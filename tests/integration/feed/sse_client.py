@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,11 +38,17 @@ class SseStream:
     _pending: str = ""
     _chunks: Iterator[bytes] | None = None
 
-    def read_until(self, done: Callable[[SseStream], bool]) -> SseStream:
-        """Read until ``done(self)`` (or the stream ends: then ``AssertionError``)."""
+    def read_until(self, done: Callable[[SseStream], bool], within: float = 120) -> SseStream:
+        """Read until ``done(self)``; ``AssertionError`` when the stream ends first, or when
+        ``within`` seconds pass (heartbeats keep the socket busy, so its read never times
+        out: a condition that never comes true must still end the test)."""
         if self._chunks is None:
             self._chunks = self.response.iter_raw()
+        deadline = time.monotonic() + within
         while not done(self):
+            assert time.monotonic() < deadline, (
+                f"not done within {within} s, after {len(self.messages)} messages"
+            )
             chunk = next(self._chunks, None)
             assert chunk is not None, (
                 f"the stream ended before it was done, after {len(self.messages)} messages"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -82,6 +83,17 @@ def test_a_stream_cut_while_it_catches_up_sends_no_live_event_past_a_hole(
     not had, and resuming from it misses nothing."""
     monkeypatch.setattr(hub, "CATCH_UP_PAGE", 1)
     before = [create_ticket(stack, f"b{i}")["id"] for i in range(60)]
+    # The catch-up reads its first page, then waits for the cut: it cannot end before it.
+    reader = served.feed._reader
+    read_range, pages, cut_made = reader.read_range, [0], threading.Event()
+
+    def held_read_range(*args: Any, **kwargs: Any) -> Any:
+        pages[0] += 1
+        if pages[0] > 1:
+            cut_made.wait(30)
+        return read_range(*args, **kwargs)
+
+    monkeypatch.setattr(reader, "read_range", held_read_range)
     with open_stream(served.base_url, served.token(ADMIN), {"after": 0}) as cut:
         cut.read_until(lambda s: len(s.events) >= 1)
         live = create_ticket(stack, "live")
@@ -89,6 +101,7 @@ def test_a_stream_cut_while_it_catches_up_sends_no_live_event_past_a_hole(
             head = conn.execute(select(func.max(stack.app.service.tables.events.c.id))).scalar_one()
         wait_until(lambda: served.feed.position >= head)
         served.feed.close_subscriptions()
+        cut_made.set()
         cut.read_to_end()
     sent = [m.json["streamId"] for m in cut.events]
     assert len(sent) < len(before), "the catch-up ended before the cut: nothing was tested"

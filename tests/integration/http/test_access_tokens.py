@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import select
 
-from asanoha import App
+from asanoha import Access, App, Feature, WriteContext
 from asanoha.handlers import token_admin
 from asanoha.platform.identity.access_tokens import AccessTokenError, AccessTokenStore
-from asanoha.platform.model import SessionUser
+from asanoha.platform.model import SYSTEM_ROLE, SessionUser
 from asanoha.testing import Stack, TestUsers
 from asanoha.testing.http_client import TestClient
 from asanoha.testing.plugin import StackFactory
@@ -233,3 +234,58 @@ def test_creating_a_token_with_an_idempotency_key_is_refused_and_keeps_nothing(
     assert answer.json()["error"]["reason"] == "idempotency_key_not_kept"
     # Without a key it is made, and answered once.
     assert stack.http.write_ok("tokens:write:create", payload, TestUsers.user)["token"]
+
+
+def test_a_token_an_agent_principal_creates_is_an_agent_principals(stack: Stack) -> None:
+    from asanoha.platform.http.routes import APPROVAL_HEADER
+    from tests.integration.agents.features import ASSISTANT
+    from tests.integration.agents.scenario import approve
+
+    payload = {"name": "sub-agent", "scopes": ["catalog:query:*", "agent:write:approve"]}
+    approval = approve(stack, payload, "tokens:write:create")["token"]
+    made = stack.http.write_ok(
+        "tokens:write:create",
+        payload,
+        ASSISTANT.as_agent("run-1"),
+        headers={APPROVAL_HEADER: approval},
+    )
+    assert made["agent"] == "run-1"
+    user = stack.app.tokens.verify(made["token"])
+    assert (user.id, user.is_agent, user.agent) == (ASSISTANT.id, True, "run-1")
+    # An agent principal never approves, though its scopes name the approving handler.
+    with stack.nothing_written():
+        error = stack.http.write_err(
+            "agent:write:approve",
+            {"handler": "catalog:write:item:create", "payload": {"name": "x"},
+             "principal": ASSISTANT.id, "channel": "test", "agent_run": "run-1"},
+            headers=bearer(made["token"]),
+        )  # fmt: skip
+    assert (error.http_status, error.reason) == (403, "agent.approver_is_agent")
+
+
+class Tick(BaseModel):
+    label: str
+
+
+jobs_only = Feature("jobsonly")
+
+
+@jobs_only.write_handler("tick", access=Access(roles=[SYSTEM_ROLE]))
+def tick(payload: Tick, ctx: WriteContext) -> dict[str, str]:
+    """A handler only jobs and consumers (the system user) may call."""
+    return {"label": payload.label}
+
+
+def test_a_token_never_reaches_a_system_only_handler(asanoha_stack: StackFactory) -> None:
+    stack = asanoha_stack(features=[*FEATURES, jobs_only])
+    for roles in (None, ["Admin"]):
+        token = store_of(stack).create(
+            tenant_id="tenant-a", user_id="u-1", name="ops", scopes="*",
+            lifetime=dt.timedelta(days=1), created_by="test", roles=roles,
+        ).token  # fmt: skip
+        with stack.nothing_written():
+            error = stack.http.write_err(
+                "jobsonly:write:tick", {"label": "x"}, headers=bearer(token)
+            )
+        assert_error(error, 403, "access_denied", "role_required")
+        assert error.details["handler"] == "jobsonly:write:tick"

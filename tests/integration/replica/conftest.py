@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -16,6 +17,7 @@ from asanoha import Access, Entity, Feature, QueryContext, WriteContext, fields
 from asanoha.testing import Stack
 from asanoha.testing.databases import replica_server_url
 from asanoha.testing.plugin import StackFactory
+from tests.standby import standby_to_ourselves
 
 ADMIN = Access(roles=["Admin"])
 
@@ -75,12 +77,27 @@ def replica_stack(asanoha_stack: StackFactory) -> Factory:
     return make
 
 
+def _wait_until_paused(conn: Any) -> None:
+    # A pause is only requested at first: the standby may replay the record it is on (and,
+    # under load, a few more) before it stops. A test that writes before that point would
+    # find its write already on the standby.
+    deadline = time.monotonic() + 30
+    state = ""
+    while time.monotonic() < deadline:
+        state = conn.execute(text("SELECT pg_get_wal_replay_pause_state()")).scalar_one()
+        if state == "paused":
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the standby's replay did not pause within 30 s (state {state!r})")
+
+
 @contextmanager
 def _paused() -> Iterator[None]:
     engine = create_engine(replica_server_url(), isolation_level="AUTOCOMMIT", poolclass=NullPool)
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_wal_replay_pause()"))
+            _wait_until_paused(conn)
         try:
             yield
         finally:
@@ -88,6 +105,13 @@ def _paused() -> Iterator[None]:
                 conn.execute(text("SELECT pg_wal_replay_resume()"))
     finally:
         engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def standby_lock() -> Iterator[None]:
+    """Every test here reads the standby: no other suite pauses or stops it meanwhile."""
+    with standby_to_ourselves():
+        yield
 
 
 @pytest.fixture

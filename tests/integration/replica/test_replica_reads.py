@@ -34,6 +34,20 @@ def served(served_by: str, reason: str = "") -> float:
     return REGISTRY.get_sample_value("asanoha_replica_reads_total", labels) or 0.0
 
 
+SERVED_BY = [("replica", "")] + [
+    ("primary", reason) for reason in ("unavailable", "lagging", "behind_caller", "not_standby")
+]
+
+
+def served_all() -> dict[tuple[str, str], float]:
+    return {labels: served(*labels) for labels in SERVED_BY}
+
+
+def served_since(before: dict[tuple[str, str], float]) -> list[tuple[str, str]]:
+    """Which of the served-by counters moved since ``before``: why a read went where it did."""
+    return [labels for labels, count in served_all().items() if count != before[labels]]
+
+
 def create(stack: Stack, title: str, user: SessionUser = ADMIN) -> str:
     """Create a note over HTTP; the write's position, as its answer gives it."""
     response = stack.http.write(CREATE, {"title": title}, user)
@@ -97,7 +111,8 @@ def test_a_batch_answers_its_position_too(replica_stack: Any, paused_replay: Any
         assert response.status_code == 200, response.text
         position = response.headers[READ_AFTER_HEADER]
         assert titles(stack, ADMIN, **{READ_AFTER_HEADER: position}) == ["a", "b"]
-        assert titles(stack, OTHER) == []
+        before = served_all()
+        assert titles(stack, OTHER) == [], f"served by {served_since(before)}"
 
 
 def test_the_standard_list_and_detail_of_a_crud_declared_replica_read_the_standby(

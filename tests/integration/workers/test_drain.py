@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -124,6 +125,34 @@ def test_a_retry_waiting_for_its_countdown_is_pending_work(jobs_stack):
     assert pending.reserved == 1
     assert sum(pending.queued.values()) == 0
     assert "still pending" in str(raised.value)
+
+
+def test_a_delivery_the_worker_drops_unrun_is_no_longer_pending(jobs_stack):
+    # A message whose expiry passes while it waits for its ETA is received (in flight), then
+    # revoked instead of run: no task_postrun fires for it, and drain() must not wait on it.
+    feature = Feature("dropped")
+
+    @feature.job("never-run", manual=True)
+    def never_run(payload: dict[str, Any], ctx: Any) -> None:
+        raise AssertionError("an expired delivery ran")
+
+    stack = jobs_stack([feature])
+    jobs = stack.app.celery_jobs
+    outcomes = jobs.outcomes
+    jobs.celery.send_task(
+        "dropped:job:never-run",
+        kwargs={"attempt": 1},
+        queue=jobs.publisher.route("dropped:job:never-run"),
+        countdown=1.5,
+        expires=0.5,
+    )
+    received = time.monotonic() + 30
+    while outcomes.in_flight == 0 and time.monotonic() < received:
+        outcomes.changed.wait(0.05)
+    assert outcomes.in_flight == 1, "the worker did not receive the delivery"
+    summary = stack.drain()
+    assert outcomes.in_flight == 0
+    assert (summary.succeeded, summary.failed) == (0, 0)
 
 
 def test_drain_times_out_naming_what_is_pending_then_settles(jobs_stack):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -80,3 +81,28 @@ def test_drain_reports_a_failure_after_the_prune_emptied_the_run_rows(asanoha_st
     stack.dispatch_job("deadline:job:broken", {"n": 3})
     with pytest.raises(JobFailedError, match="broken 3"):
         stack.drain()
+
+
+def test_a_broker_error_in_a_pass_ends_the_drain_as_a_timeout_at_its_deadline(
+    asanoha_stack, monkeypatch
+):
+    import redis.exceptions
+
+    from asanoha.workers.drain import Drainer
+
+    stack = asanoha_stack(features=[_feature()], jobs=True)
+    stack.drain()
+    calls: list[float] = []
+
+    def unanswered(self):
+        calls.append(time.monotonic())
+        raise redis.exceptions.TimeoutError("Timeout reading from socket")
+
+    monkeypatch.setattr(Drainer, "_pass", unanswered)
+    started = time.monotonic()
+    with pytest.raises(DrainTimeoutError, match="did not finish") as raised:
+        stack.drain(timeout=1.0)
+    # Asked again until the deadline, not ended early with the broker's own error.
+    assert time.monotonic() - started >= 1.0
+    assert len(calls) >= 2
+    assert isinstance(raised.value.__cause__, redis.exceptions.TimeoutError)

@@ -1,5 +1,6 @@
 """The daily prune of events past their type's ``keep_for=``: beat sends it only when a type
-declares one; a worker deletes those events (archived first to ``ASANOHA_EVENT_ARCHIVE_DIR``),
+declares one (or an entity is declared: its streams closed by forget are pruned too, see
+``tests/integration/aggregates/test_forgotten_streams.py``); a worker deletes those events (archived first to ``ASANOHA_EVENT_ARCHIVE_DIR``),
 keeps every other event, and deletes nothing while a consumer has not handled them."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import select, update
 
-from asanoha import Access, Feature, StoredEvent, WriteContext
+from asanoha import Access, Entity, Feature, StoredEvent, WriteContext, fields
 from asanoha.platform.settings import Settings
 from asanoha.workers.beat import PRUNE_EVENTS_TASK_NAME, build_beat_schedule
 from asanoha.workers.cron_tasks import prune_declared_events
@@ -79,7 +80,9 @@ def send_prune(stack: Any) -> None:
     stack.drain()
 
 
-def test_beat_sends_the_event_prune_only_when_a_type_declares_keep_for() -> None:
+def test_beat_sends_the_event_prune_only_when_a_type_declares_keep_for_or_an_entity_is_declared() -> (
+    None
+):
     from asanoha.platform.model import Registry
 
     settings = Settings()
@@ -87,6 +90,11 @@ def test_beat_sends_the_event_prune_only_when_a_type_declares_keep_for() -> None
     assert declared[PRUNE_EVENTS_TASK_NAME]["schedule"].hour == {3}
     plain = Feature("plain")
     assert PRUNE_EVENTS_TASK_NAME not in build_beat_schedule(Registry([plain]), settings)
+    # An entity's stream is closed by a forget, and pruned by the daily task.
+    with_entity = Feature("registry")
+    entry = Entity(table="pt_entries", fields={"n": fields.integer()})
+    with_entity.crud("entry", entry, write=ADMIN, read=ADMIN)
+    assert PRUNE_EVENTS_TASK_NAME in build_beat_schedule(Registry([with_entity]), settings)
 
 
 @pytest.mark.parametrize("broker", ["redis"], indirect=True)

@@ -70,7 +70,8 @@ def test_a_retried_run_reruns_only_what_did_not_succeed_and_fans_in_once(
     broken.clear()
     calls.clear()
     run = stack.app.workflows.retry(run_id)
-    assert run.state == "running"
+    # Read back after its commit: the worker may have finished the run already.
+    assert run.state in ("running", "succeeded")
     assert (run.error, run.failed_step, run.failed_item) == (None, None, None)
     stack.drain()
 

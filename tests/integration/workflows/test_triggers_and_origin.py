@@ -86,11 +86,9 @@ def test_a_write_starts_its_workflow_in_its_transaction(asanoha_stack, database)
     memo_id = _make_memo(stack)
     stack.http.write_ok("flow:write:request-cleanup", {"id": memo_id}, HUMAN)
     [run] = _runs(stack)
-    assert (run.workflow_qn, run.state, run.payload) == (
-        "flow:workflow:cleanup",
-        "running",
-        {"id": memo_id},
-    )
+    assert (run.workflow_qn, run.payload) == ("flow:workflow:cleanup", {"id": memo_id})
+    # The worker may have run it through already.
+    assert run.state in ("running", "succeeded")
     assert run.headers["trigger_name"] == "flow:write:request-cleanup"
     stack.drain()
     assert stack.app.workflows.get(run.id).state == "succeeded"

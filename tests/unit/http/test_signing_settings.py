@@ -10,11 +10,8 @@ import pytest
 from asanoha import App
 from asanoha.cli.embedded import development_token, use_process_secret
 from asanoha.platform.http.auth import decode_token
-from asanoha.platform.service.approvals import (
-    ApprovalSigner,
-    CallDescription,
-    approval_key,
-)
+from asanoha.platform.service.approvals import ApprovalSigner, approval_key
+from asanoha.platform.service.call_description import CallDescription
 from asanoha.platform.settings import (
     PLACEHOLDER_JWT_SECRET,
     InsecureSettingsError,

@@ -69,10 +69,15 @@ def private_key(kind: str, number: int) -> Any:
         return rsa.generate_private_key(public_exponent=65537, key_size=2048)
     if kind == "ec":
         return ec.generate_private_key(ec.SECP256R1())
+    if kind == "ec384":
+        return ec.generate_private_key(ec.SECP384R1())
     return ed25519.Ed25519PrivateKey.generate()
 
 
-KIND_OF = {"RS256": "rsa", "PS256": "rsa", "ES256": "ec", "EdDSA": "okp"}
+KIND_OF = {
+    "RS256": "rsa", "RS384": "rsa", "RS512": "rsa", "PS256": "rsa",
+    "ES256": "ec", "ES384": "ec384", "EdDSA": "okp",
+}  # fmt: skip
 
 
 def key_pair(algorithm: str, number: int = 0, kid: str | None = None) -> KeyPair:
@@ -178,8 +183,21 @@ class JwksServer:
                 body = {"access_token": token, "token_type": "Bearer", "expires_in": 300}
                 return self._answer(200, json.dumps(body).encode())
 
+            def do_OPTIONS(self) -> None:
+                # A browser's preflight of /docs' cross-origin token request.
+                self.send_response(204)
+                self._allow_any_origin()
+                self.send_header("Access-Control-Allow-Methods", "GET, POST")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _allow_any_origin(self) -> None:
+                self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Access-Control-Allow-Headers", "*")
+
             def _answer(self, status: int, body: bytes) -> None:
                 self.send_response(status)
+                self._allow_any_origin()
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -212,7 +230,7 @@ def jwks_server(keys: list[KeyPair]) -> Iterator[JwksServer]:
 
 
 #: The algorithms of the matrix signed by the provider's keys.
-PROVIDER_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
+PROVIDER_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA")
 
 
 @dataclass(frozen=True)
@@ -247,11 +265,15 @@ def provider_matrix(algorithm: str) -> list[Case]:
         Case(f"{algorithm} exp missing", right.sign(provider_claims(exp=None)), "token_invalid", "claims"),
         Case(f"{algorithm} exp a numeric string", right.sign(provider_claims(exp=str(now + 300))), "token_invalid", None),
         Case(f"{algorithm} exp a float", right.sign(provider_claims(exp=now + 300.5)), "token_invalid", "claims"),
+        Case(f"{algorithm} exp past any date", right.sign(provider_claims(exp=10**400)), "token_invalid", "lifetime"),
+        Case(f"{algorithm} iat before any date", right.sign(provider_claims(iat=-(10**400))), "token_invalid", "claims"),
         Case(f"{algorithm} not yet valid", right.sign(provider_claims(nbf=now + 600, exp=now + 900)), "token_invalid", "not_yet_valid"),
         Case(f"{algorithm} tenant missing", right.sign(provider_claims(tenant_id=None)), "token_invalid", "claims"),
         Case(f"{algorithm} tenant a number", right.sign(provider_claims(tenant_id=7)), "token_invalid", "claims"),
         Case(f"{algorithm} roles missing", right.sign(provider_claims(roles=None)), "token_invalid", "claims"),
         Case(f"{algorithm} roles a string", right.sign(provider_claims(roles="Admin")), "token_invalid", "claims"),
+        Case(f"{algorithm} roles of numbers", right.sign(provider_claims(roles=[1])), "token_invalid", "claims"),
+        Case(f"{algorithm} subject a number", right.sign(provider_claims(sub=7)), "token_invalid", None),
         Case(f"{algorithm} system role", right.sign(provider_claims(roles=["system"])), "token_invalid", "claims"),
     ]  # fmt: skip
 
@@ -283,8 +305,11 @@ def own_matrix(secret: str, kid: str | None = None) -> list[Case]:
         Case("HS256 expired", own(claims(iat=now - 600, exp=now - 300)), "token_expired"),
         Case("HS256 exp a numeric string", own(claims(exp=str(now + 300))), "token_invalid", None),
         Case("HS256 exp a float", own(claims(exp=now + 300.5)), "token_invalid", "claims"),
+        Case("HS256 exp past any date", own(claims(exp=10**400, iat=None)), "token_invalid", "lifetime"),
+        Case("HS256 iat before any date", own(claims(iat=-(10**400))), "token_invalid", "claims"),
         Case("HS256 not yet valid", own(claims(nbf=now + 600, exp=now + 900)), "token_invalid", "not_yet_valid"),
         Case("HS256 tenant missing", own(claims(tenant=None)), "token_invalid", "claims"),
         Case("HS256 tenant a list", own(claims(tenant=["a"])), "token_invalid", "claims"),
         Case("HS256 roles a string", own(claims(roles="Admin")), "token_invalid", "claims"),
+        Case("HS256 roles an object", own(claims(roles={"a": 1})), "token_invalid", "claims"),
     ]  # fmt: skip

@@ -1,5 +1,6 @@
-"""The token matrix against the verifier: provider tokens (RS256, PS256, ES256, EdDSA)
-from a local JWKS server and own HS256 tokens; each is accepted or refused with its reason."""
+"""The token matrix against the verifier: provider tokens (RS256, RS384, RS512, PS256, ES256,
+ES384, EdDSA) from a local JWKS server and own HS256 tokens; each is accepted or refused with
+its reason."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def test_a_burst_of_wakes_sends_one_or_two_requests_naming_every_consumer():
     sent: list[tuple[str, ...]] = []
     both = threading.Event()
 
-    def send(names: tuple[str, ...]) -> None:
+    def send(names: tuple[str, ...], keys: object) -> None:
         sent.append(names)
         if set().union(*sent) == {"a:consumer:x", "a:consumer:y"}:
             both.set()
@@ -40,7 +40,7 @@ def test_a_burst_of_wakes_sends_one_or_two_requests_naming_every_consumer():
 
 def test_a_wake_after_a_quiet_period_requests_again():
     sent = threading.Semaphore(0)
-    waker = ConsumerWaker(lambda names: sent.release(), interval=0.01)
+    waker = ConsumerWaker(lambda names, keys: sent.release(), interval=0.01)
     try:
         waker.wake(["a:consumer:x"])
         assert sent.acquire(timeout=10)
@@ -72,3 +72,32 @@ def test_a_retry_is_a_follow_up_without_the_tick_and_a_hold_with_it():
 def test_a_dead_or_disabled_partition_is_held_without_a_task():
     stopped = PassResult("a", stopped=True)
     assert next_step(stopped, ticking=False, longest=60) == NextStep("hold", STOPPED_HOLD)
+
+
+def test_merged_wakes_keep_the_partition_keys_of_each_and_every_partition_wins():
+    sent: list[tuple[tuple[str, ...], dict[str, frozenset[int]]]] = []
+    first_sent, go_on, second_sent = threading.Event(), threading.Event(), threading.Event()
+
+    def send(names: tuple[str, ...], keys: dict[str, frozenset[int]]) -> None:
+        sent.append((names, dict(keys)))
+        if len(sent) == 1:
+            first_sent.set()
+            # Held until the test has asked for the rest: they merge into the next request.
+            go_on.wait(10)
+        else:
+            second_sent.set()
+
+    waker = ConsumerWaker(send, interval=0.01)
+    try:
+        waker.wake(["a:consumer:first"])
+        assert first_sent.wait(10)
+        waker.wake(["a:consumer:x"], {"a:consumer:x": [1]})
+        waker.wake(["a:consumer:x", "a:consumer:y"], {"a:consumer:x": [7], "a:consumer:y": [3]})
+        waker.wake(["a:consumer:y"])
+        go_on.set()
+        assert second_sent.wait(10)
+    finally:
+        waker.close()
+    assert sent[0] == (("a:consumer:first",), {})
+    # y was asked for once without keys: every partition of it, so no keys of its own.
+    assert sent[1] == (("a:consumer:x", "a:consumer:y"), {"a:consumer:x": frozenset({1, 7})})

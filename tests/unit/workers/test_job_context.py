@@ -15,18 +15,30 @@ class RecordingService:
         self.acting: list[Any] = []
 
     def dispatch_write(
-        self, qn, payload, user, *, meta=None, origin=None, acting=None, idempotency_key=None
+        self,
+        qn,
+        payload,
+        user,
+        *,
+        parent=None,
+        meta=None,
+        origin=None,
+        acting=None,
+        idempotency_key=None,
     ):
+        assert parent is None  # a job's writes are each their own top-level write
         self.calls.append(("write", qn, payload, user, meta))
         self.origins.append(origin)
         self.acting.append(acting)
         return {"ok": True}
 
-    def dispatch_query(self, qn, payload, user, *, meta=None):
+    def dispatch_query(self, qn, payload, user, *, parent=None, meta=None):
         self.calls.append(("query", qn, payload, user, meta))
         return []
 
-    def enqueue_job(self, job_qn, payload, user, *, trigger_name="manual", origin=None, **when):
+    def enqueue_job(
+        self, job_qn, payload, user, *, parent=None, trigger_name="manual", origin=None, **when
+    ):
         self.calls.append(("enqueue", job_qn, payload, user, trigger_name))
         self.origins.append(origin)
         return "id"

@@ -1,4 +1,5 @@
-"""The ``notes`` feature: a note entity, a gated custom write, and a job with a retry."""
+"""The ``notes`` feature: a note entity, a gated custom write, a job with a retry, and a
+workflow that fans out over the notes and in again."""
 
 from __future__ import annotations
 
@@ -6,7 +7,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from asanoha import Access, Agent, Backoff, Entity, Feature, JobContext, WriteContext, fields
+from asanoha import (
+    Access,
+    Agent,
+    Backoff,
+    Entity,
+    Feature,
+    JobContext,
+    StepContext,
+    WriteContext,
+    fields,
+)
 
 EDITORS = Access(roles=["Editor", "Admin"])
 
@@ -81,3 +92,25 @@ def index_note(payload: dict[str, Any], ctx: JobContext) -> None:
         raise ConnectionError("the search index was not reachable")
     words = len(str(payload.get("body") or "").split())
     ctx.write("notes:write:index-entry:create", {"title": payload["title"], "words": words})
+
+
+digest = notes.workflow("digest", manual=True)
+
+
+@digest.step("collect")
+def collect(payload: dict[str, Any], ctx: StepContext) -> list[str]:
+    """The titles of the tenant's notes."""
+    listed = ctx.query_as(ctx.system_user, "notes:query:note:list", {"sort": ["title"]})
+    return [row["title"] for row in listed["rows"]]
+
+
+@digest.step("measure", after="collect", map=lambda ctx: ctx.results["collect"])
+def measure(title: str, ctx: StepContext) -> int:
+    """One job row per title, in parallel: its number of words."""
+    return len(title.split())
+
+
+@digest.step("summarise", after="measure")
+def summarise(payload: dict[str, Any], ctx: StepContext) -> dict[str, int]:
+    """Fan-in, once every title is measured: the results come in item order."""
+    return {"notes": len(ctx.results["collect"]), "words": sum(ctx.results["measure"])}

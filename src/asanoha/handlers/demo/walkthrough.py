@@ -1,7 +1,8 @@
 """A scripted tour of the demo application, run by ``asanoha demo``.
 
 It runs embedded (SQLite file, in-process broker and worker thread) so it needs nothing but
-Python: writes through HTTP, a gate that denies, a job that retries, and ``drain()``.
+Python: writes through HTTP, a gate that denies, a job that retries, ``drain()``, and a
+workflow that fans out and in.
 """
 
 from __future__ import annotations
@@ -94,3 +95,9 @@ def _tour(console: Console, app: App, runtime: JobRuntime) -> None:
         for run in conn.execute(select(job_runs).order_by(job_runs.c.id)).mappings():
             runs.add_row(run["job_qn"], str(run["attempt"]), run["status"], run["error"] or "")
     console.print(runs)
+
+    console.rule("5. A workflow: collect the titles, measure each in parallel, summarise once")
+    run_id = app.workflows.start("notes:workflow:digest", {}, EDITOR)
+    runtime.drain(timeout=30)
+    digest_run = app.workflows.get(run_id)
+    console.print(f"notes:workflow:digest {digest_run.state}: {digest_run.result}", highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from asanoha.platform.consumers.context import ConsumerContext, platform_unit
+from asanoha.platform.consumers.projections import projection_consumers
 from asanoha.platform.model import ConsumerDef, Registry
 from asanoha.platform.settings import Settings
 from asanoha.platform.store import StoredEvent
@@ -33,12 +34,13 @@ def trigger_jobs(event: StoredEvent, ctx: ConsumerContext) -> None:
 def consumer_definitions(
     registry: Registry, job_trigger_partitions: int | None = None
 ) -> tuple[ConsumerDef, ...]:
-    """The application's consumers, plus the job-trigger consumer when a job is ``on=`` an
-    event (with ``job_trigger_partitions`` partitions; default: the setting
-    ``ASANOHA_JOB_TRIGGER_PARTITIONS``)."""
+    """The application's consumers, the consumers of its async projections, and last the
+    job-trigger consumer when a job is ``on=`` an event (with ``job_trigger_partitions``
+    partitions; default: the setting ``ASANOHA_JOB_TRIGGER_PARTITIONS``)."""
+    declared = (*registry.consumers, *projection_consumers(registry))
     events = registry.job_trigger_events
     if not events:
-        return registry.consumers
+        return declared
     if job_trigger_partitions is None:
         job_trigger_partitions = Settings().job_trigger_partitions
     trigger = ConsumerDef(
@@ -50,4 +52,4 @@ def consumer_definitions(
         start="now",
         partitions=job_trigger_partitions,
     )
-    return (*registry.consumers, trigger)
+    return (*declared, trigger)

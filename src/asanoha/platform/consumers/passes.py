@@ -91,7 +91,7 @@ def run_pass(
             )
         scan = visibility.scan(conn, tables, cursor, consumer.on, limit)
         retry_at: dt.datetime | None = None
-        failed = False
+        failed = held = False
         # A batch has as many causes as events: the pass's span links to each one's trace.
         # The error text a failing event leaves holds none of the personal values the pass
         # revealed (see ``personal.redaction``).
@@ -99,7 +99,18 @@ def run_pass(
             telemetry.consumer_pass_span(consumer.qn, scan.events) as span,
             redaction.revealing(),
         ):
+            switched = _FeatureSwitch(service, conn, consumer.feature)
             for event in scan.events:
+                if switched.off(event.tenant_id):
+                    # Its feature is off in the event's tenant: the partition holds here,
+                    # nothing delivered and no attempt spent, and looks again later.
+                    position, gaps = scan.until(event)
+                    retry_at = _record_hold(
+                        conn, tables, consumer, cursor, event, position=position, gaps=gaps
+                    )
+                    held = True
+                    span.outcome("held", "feature_disabled")
+                    break
                 ctx = ConsumerContext(service, conn, consumer, event)
                 error = _deliver(conn, tables, consumer, event, ctx)
                 if error is not None:
@@ -112,7 +123,7 @@ def run_pass(
                     break
                 delivered.append(ctx)
             span.set("delivered", len(delivered))
-        if not failed and (scan.changes_state or cursor.event_id is not None):
+        if not (failed or held) and (scan.changes_state or cursor.event_id is not None):
             save_cursor(
                 conn,
                 tables,
@@ -131,7 +142,7 @@ def run_pass(
         consumer.qn,
         delivered=len(delivered),
         progressed=scan.changes_state
-        and not failed
+        and not (failed or held)
         and (not delivered or _more_waiting(scan, limit)),
         failed=failed,
         # A failure without a next attempt is the one that made it dead.
@@ -192,6 +203,61 @@ def _deliver_in_span(
             f"transaction: {describe_error(error)}"
         )
     return None
+
+
+#: Seconds a partition held at an event of a tenant whose feature is off waits before it
+#: looks again (as a job of a switched-off feature snoozes).
+HOLD_RECHECK_SECONDS = 60.0
+
+
+class _FeatureSwitch:
+    """Whether the consumer's feature is off in a tenant, asked once per tenant per pass
+    (only for a toggleable feature)."""
+
+    def __init__(self, service: Service, conn: Connection, feature: str) -> None:
+        settings = service.feature_settings
+        self._settings = settings if feature in settings.toggleable else None
+        self._conn = conn
+        self._feature = feature
+        self._known: dict[str, bool] = {}
+
+    def off(self, tenant_id: str) -> bool:
+        if self._settings is None:
+            return False
+        if tenant_id not in self._known:
+            enabled = self._settings.is_enabled(self._conn, tenant_id, self._feature)
+            self._known[tenant_id] = not enabled
+        return self._known[tenant_id]
+
+
+def _record_hold(
+    conn: Connection,
+    tables: Tables,
+    consumer: ConsumerDef,
+    cursor: Cursor,
+    event: StoredEvent,
+    **state: Any,
+) -> dt.datetime:
+    """Save the cursor just before ``event`` (``state``: position, gaps), waiting for its
+    feature to be switched on again in the event's tenant: no attempt counted, never dead.
+    Returns when the pass looks again."""
+    retry_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=HOLD_RECHECK_SECONDS)
+    save_cursor(
+        conn,
+        tables,
+        consumer.qn,
+        partition=cursor.partition,
+        attempts=0,
+        event_id=None,
+        last_error=(
+            f"held at event {event.id}: feature {consumer.feature!r} is switched off in "
+            f"tenant {event.tenant_id!r}"
+        ),
+        status="idle",
+        retry_at=retry_at,
+        **state,
+    )
+    return retry_at
 
 
 def _record_failure(

@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from asanoha.platform.consumers.wakes import Wake
 from asanoha.platform.errors import NotFoundError, Reasons
 from asanoha.platform.model import ConsumerDef
 from asanoha.platform.store import StoredEvent
+from asanoha.platform.store.events import partition_key
 
 if TYPE_CHECKING:
     from asanoha.platform.service import Service
@@ -95,10 +96,16 @@ class Consumers:
         """Whether any consumer follows any of ``events``' types."""
         return any(event.type in self._followed for event in events)
 
-    def following(self, events: Iterable[StoredEvent]) -> tuple[str, ...]:
-        """The QNs of the consumers that follow any of ``events``' types."""
-        types = {event.type for event in events}
-        return tuple(c.qn for c in self.definitions if not types.isdisjoint(c.on))
+    def wake_keys(self, events: Iterable[StoredEvent]) -> dict[str, frozenset[int]]:
+        """For each consumer that follows any of ``events``, the partition keys of the
+        events it follows: a write wakes only the partitions they go to."""
+        keys: dict[str, set[int]] = {}
+        for event in events:
+            key = partition_key(event.tenant_id, event.stream_id)
+            for consumer in self.definitions:
+                if event.type in consumer.on:
+                    keys.setdefault(consumer.qn, set()).add(key)
+        return {name: frozenset(held) for name, held in keys.items()}
 
     # -- wake-ups (see ``wakes``) -----------------------------------------------------------
 
@@ -108,10 +115,12 @@ class Consumers:
         *,
         until: dt.datetime,
         partition: int | None = None,
+        keys: Mapping[str, Collection[int]] | None = None,
     ) -> list[Wake]:
         """Ask for a wake-up of every partition of ``names`` (every consumer by default), or
-        of ``partition`` only; return the wake-ups the caller must publish (none for a
-        partition whose wake-up is pending or running already)."""
+        of ``partition`` only, or of the partitions that own ``keys[name]`` (``wake_keys``);
+        return the wake-ups the caller must publish (none for a partition whose wake-up is
+        pending or running already)."""
         chosen = self.names if names is None else tuple(names)
         if not chosen:
             return []
@@ -124,6 +133,7 @@ class Consumers:
             until=until,
             now=now,
             partition=partition,
+            keys=keys,
         )
 
     def begin_wake(self, wake: Wake, until: dt.datetime) -> bool:

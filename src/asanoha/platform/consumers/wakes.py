@@ -34,10 +34,21 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    and_,
+    delete,
+    literal,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 
 from asanoha.platform.store import Database, Tables
 
@@ -51,6 +62,11 @@ class Wake:
     token: str
 
 
+#: Partition keys beyond which a write wakes every partition of a consumer (a batch over
+#: many streams): one condition per key would cost more than the tasks it saves.
+MAX_KEYS_PER_WAKE = 32
+
+
 def arm_wakes(
     database: Database,
     tables: Tables,
@@ -59,18 +75,32 @@ def arm_wakes(
     until: dt.datetime,
     now: dt.datetime,
     partition: int | None = None,
+    keys: Mapping[str, Collection[int]] | None = None,
 ) -> list[Wake]:
-    """Ask for a wake-up of every partition of ``names`` (or of ``partition`` only); return
-    those that had none pending, whose rows this call inserted: the caller publishes their
-    tasks. Each step is a transaction of its own, so no row lock is held from one to the
-    next (two writers locking rows in different orders could deadlock)."""
+    """Ask for a wake-up of every partition of ``names`` (or of ``partition`` only; or, for
+    a name in ``keys``, of the partitions that own those partition keys: a write wakes the
+    partitions its events go to); return those that had none pending, whose rows this call
+    inserted: the caller publishes their tasks. Each step is a transaction of its own, so
+    no row lock is held from one to the next (two writers locking rows in different orders
+    could deadlock)."""
     wakes = tables.consumer_wakes
     cursors = tables.consumers
-    mine: ColumnElement[bool] = wakes.c.name.in_(names)
     theirs: ColumnElement[bool] = cursors.c.name.in_(names)
     if partition is not None:
-        mine = and_(mine, wakes.c.partition == partition)
         theirs = and_(theirs, cursors.c.partition == partition)
+    if keys:
+        theirs = and_(theirs, _owning(cursors, keys))
+    with database.connect() as conn:
+        targets = [
+            (name, part)
+            for name, part in conn.execute(
+                select(cursors.c.name, cursors.c.partition).where(theirs)
+            )
+        ]
+    if not targets:
+        return []
+    mine = tuple_(wakes.c.name, wakes.c.partition).in_(targets)
+    theirs = tuple_(cursors.c.name, cursors.c.partition).in_(targets)
     with database.begin() as conn:
         # A task that never ran (its message expired or was lost) no longer holds its row.
         conn.execute(delete(wakes).where(mine, wakes.c.until < now))
@@ -99,6 +129,26 @@ def arm_wakes(
         if inserted is not None:
             armed.append(Wake(name, part, token))
     return armed
+
+
+def _owning(cursors: Table, keys: Mapping[str, Collection[int]]) -> ColumnElement[bool]:
+    """The cursor rows that deliver an event with one of ``keys[name]`` (a name not in
+    ``keys``, or with too many keys: every partition of it). The count of partitions is the
+    row's own: during a change of a consumer's partitions, each row says how it splits."""
+    every = [name for name, held in keys.items() if len(held) > MAX_KEYS_PER_WAKE]
+    owned = [
+        and_(
+            cursors.c.name == name,
+            or_(
+                cursors.c.partitions == 1,
+                literal(key) % cursors.c.partitions == cursors.c.partition,
+            ),
+        )
+        for name, held in sorted(keys.items())
+        if len(held) <= MAX_KEYS_PER_WAKE
+        for key in sorted(held)
+    ]
+    return or_(cursors.c.name.not_in(list(keys)), cursors.c.name.in_(every), *owned)
 
 
 def begin_round(conn: Connection, tables: Tables, wake: Wake, until: dt.datetime) -> bool:

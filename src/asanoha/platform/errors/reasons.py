@@ -25,6 +25,8 @@ class Reasons(StrEnum):
     INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK = "instruction_field_write_requires_high_risk"
     IRREVERSIBLE_OPERATION_REQUIRES_HIGH_RISK = "irreversible_operation_requires_high_risk"
     PUBLIC_INTAKE_REQUIRED = "public_intake_required"
+    SHARED_ROW_WRITE_DENIED = "shared_row_write_denied"
+    CROSS_TENANT_READ_DENIED = "cross_tenant_read_denied"
     WRITE_IN_QUERY_DENIED = "write_in_query_denied"
     IDENTITY_SWITCH_DENIED = "identity_switch_denied"
     SYSTEM_IDENTITY_SWITCH_DENIED = "system_identity_switch_denied"
@@ -48,6 +50,7 @@ class Reasons(StrEnum):
     JOB_ROW_NOT_FOUND = "job_row_not_found"
     WORKFLOW_NOT_FOUND = "workflow_not_found"
     WORKFLOW_RUN_NOT_FOUND = "workflow_run_not_found"
+    WORKFLOW_STEP_NOT_FOUND = "workflow_step_not_found"
     CONFIG_KEY_NOT_FOUND = "config_key_not_found"
     SECRET_NOT_FOUND = "secret_not_found"
     # 409
@@ -59,6 +62,7 @@ class Reasons(StrEnum):
     CONSUMER_STOPPED = "consumer_stopped"
     JOB_NOT_FAILED = "job_not_failed"
     WORKFLOW_RUN_NOT_FAILED = "workflow_run_not_failed"
+    WORKFLOW_STEP_NOT_WAITING = "workflow_step_not_waiting"
     JOB_NOT_CANCELLABLE = "job_not_cancellable"
     JOB_KEY_TAKEN = "job_key_taken"
     TRANSACTION_CONFLICT = "transaction_conflict"
@@ -66,6 +70,7 @@ class Reasons(StrEnum):
     PROJECTION_ORPHAN_ROWS = "projection_orphan_rows"
     SUBJECT_KEY_EXISTS = "subject_key_exists"
     DELETE_RESTRICTED = "delete_restricted"
+    RETENTION_BLOCKS_DELETE = "retention_blocks_delete"
     CONSUMER_LAG = "consumer_lag"
     EVENTS_PRUNED = "events_pruned"
     # 413
@@ -79,6 +84,7 @@ class Reasons(StrEnum):
     FIELD_RULE_FAILED = "field_rule_failed"
     JOB_NOT_MANUAL = "job_not_manual"
     WORKFLOW_NOT_MANUAL = "workflow_not_manual"
+    WORKFLOW_STEP_NOT_APPROVAL = "workflow_step_not_approval"
     CONFIG_VALUE_INVALID = "config_value_invalid"
     SECRETS_NEED_MASTER_KEY = "secrets_need_master_key"
     # 429

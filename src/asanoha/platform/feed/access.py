@@ -7,8 +7,9 @@ entity's read rule confines the caller to its own rows (``ownership``), the row 
 caller's. Fields the caller may not read (``field_access``) are left out of the payload;
 personal values are opened as the query API opens them, ``[forgotten]`` once forgotten.
 Events on streams that are no entity row have no read rule and reach no one: default deny.
-The platform's job events (``asanoha:job.*``, ``service.platform_events``) reach the user
-who started the job and the tenant's operators.
+The platform's job and workflow events (``asanoha:job.*``, ``asanoha:workflow.*``,
+``service.platform_events``) reach the user who started the job or run and the tenant's
+operators, and the operators of the operator tenant for every tenant.
 
 Ownership is decided on the row as it is when the event is sent (what a query would answer
 then), read once per batch for all clients; a row that is gone (hard delete) is nobody's.
@@ -26,7 +27,7 @@ from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.access import Access
 from asanoha.platform.service import field_access, ownership
 from asanoha.platform.service.ownership import OwnerRules
-from asanoha.platform.service.platform_events import JOB_STREAM_TYPE, OPERATOR_ROLE
+from asanoha.platform.service.platform_events import OPERATOR_ROLE, PLATFORM_STREAM_TYPES
 from asanoha.platform.store import StoredEvent
 from asanoha.platform.store.projections import Row
 
@@ -56,10 +57,26 @@ class FeedItem:
 class FeedAccess:
     """The feed's access decisions, from the registry's rules (built once per process)."""
 
-    def __init__(self, registry: Registry, owner_rules: OwnerRules) -> None:
+    def __init__(
+        self, registry: Registry, owner_rules: OwnerRules, operator_tenant: str | None = None
+    ) -> None:
         self._registry = registry
         self._owner_rules = owner_rules
         self._read_access: dict[str, Access | None] = {}
+        #: The tenant that operates every tenant (``ASANOHA_OPERATOR_TENANT``): its
+        #: operators follow every tenant's job and workflow events, as its console lists
+        #: every tenant's jobs and runs.
+        self._operator_tenant = operator_tenant
+
+    def sees_every_tenant(self, user: SessionUser) -> bool:
+        """Whether ``user`` (an operator of the operator tenant) receives the platform's
+        events of every tenant."""
+        return (
+            self._operator_tenant is not None
+            and user.tenant_id == self._operator_tenant
+            and OPERATOR_ROLE in user.roles
+            and not user.is_anonymous
+        )
 
     def entity_of(self, event: StoredEvent) -> EntityDef | None:
         """The entity whose row ``event`` is about (``None``: none)."""
@@ -90,9 +107,11 @@ class FeedAccess:
     def visible(self, item: FeedItem, user: SessionUser) -> bool:
         """Whether ``user`` may receive ``item``."""
         event, entity_def = item.event, item.entity
+        if event.stream_type in PLATFORM_STREAM_TYPES and self.sees_every_tenant(user):
+            return True
         if event.tenant_id != user.tenant_id or user.is_anonymous:
             return False
-        if event.stream_type == JOB_STREAM_TYPE:
+        if event.stream_type in PLATFORM_STREAM_TYPES:
             return OPERATOR_ROLE in user.roles or event.metadata.get("owner") == user.id
         if entity_def is None:
             return False

@@ -126,10 +126,10 @@ class FeedReader:
             return self.prepare(conn, events)
 
     def read_range(
-        self, tenant_id: str, after: int, until: int, types: Sequence[str], limit: int
+        self, tenant_id: str | None, after: int, until: int, types: Sequence[str], limit: int
     ) -> list[FeedItem]:
-        """Events of ``tenant_id`` and ``types`` with ids in ``(after, until]`` (settled ids:
-        a client catching up), at most ``limit``, prepared."""
+        """Events of ``tenant_id`` (``None``: every tenant) and ``types`` with ids in
+        ``(after, until]`` (settled ids: a client catching up), at most ``limit``, prepared."""
         if not types or after >= until:
             return []
         with self._database.begin() as conn:

@@ -85,7 +85,9 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
         ),
         JobHealthCollector(app.job_health_checks),
     )
-    add_docs_routes(api)
+    add_docs_routes(
+        api, oidc_client_id=app.settings.oidc_client_id if app.settings.oidc_issuer else None
+    )
     add_agent_tools_route(api, app)
     add_approvals_route(api, app, catalogue)
     add_batch_route(api, app, catalogue, batch_model)

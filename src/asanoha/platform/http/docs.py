@@ -11,18 +11,23 @@ from importlib.resources import files
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
 ASSETS_PATH = "/docs/assets"
+#: Where the identity provider sends /docs back after Authorize.
+REDIRECT_PATH = "/docs/oauth2-redirect"
 #: The Swagger UI bundle, stylesheet and icon of ``fastapi-offline``.
 ASSETS_FOLDER = Path(str(files("fastapi_offline") / "static"))
 
 
-def add_docs_routes(api: FastAPI) -> None:
-    """Register ``/docs`` and its assets (build ``api`` with ``docs_url=None``)."""
+def add_docs_routes(api: FastAPI, *, oidc_client_id: str | None = None) -> None:
+    """Register ``/docs`` and its assets (build ``api`` with ``docs_url=None``). With
+    ``oidc_client_id`` (the console's client at the identity provider), Authorize signs in
+    through the provider (authorization code flow with PKCE) and comes back to
+    ``/docs/oauth2-redirect``."""
     api.mount(ASSETS_PATH, StaticFiles(directory=ASSETS_FOLDER), name="docs-assets")
 
     async def docs(request: Request) -> HTMLResponse:
@@ -34,7 +39,24 @@ def add_docs_routes(api: FastAPI) -> None:
             swagger_js_url=f"{base}{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{base}{ASSETS_PATH}/swagger-ui.css",
             swagger_favicon_url=f"{base}{ASSETS_PATH}/favicon.png",
-            oauth2_redirect_url=None,
+            oauth2_redirect_url=f"{base}{REDIRECT_PATH}" if oidc_client_id else None,
+            # A public client: no secret in the page, PKCE instead.
+            init_oauth=(
+                {
+                    "clientId": oidc_client_id,
+                    "scopes": "openid",
+                    "usePkceWithAuthorizationCodeGrant": True,
+                }
+                if oidc_client_id
+                else None
+            ),
         )
 
+    async def redirect(request: Request) -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    if oidc_client_id:
+        api.add_api_route(
+            REDIRECT_PATH, redirect, methods=["GET"], include_in_schema=False, name="docs-oauth2"
+        )
     api.add_api_route("/docs", docs, methods=["GET"], include_in_schema=False, name="docs")

@@ -130,7 +130,18 @@ def install_openapi(
                     "openIdConnectUrl": oidc_issuer.rstrip("/")
                     + "/.well-known/openid-configuration",
                 }
+                _offer_provider_sign_in(document)
             api.openapi_schema = document
         return api.openapi_schema
 
     api.openapi = openapi  # type: ignore[method-assign]
+
+
+def _offer_provider_sign_in(document: dict[str, Any]) -> None:
+    """Let each bearer operation take the provider's token too: /docs sends a token only for
+    the schemes an operation names, so one signed in through the provider would be dropped."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            security = operation.get("security") if isinstance(operation, dict) else None
+            if isinstance(security, list) and {BEARER_SCHEME: []} in security:
+                operation["security"] = [*security, {OIDC_SCHEME: []}]

@@ -5,13 +5,15 @@ A token is checked with the key its header names, and the key fixes the algorith
 ``ASANOHA_JWT_SECRET`` without one), every other algorithm only with the identity
 provider's public keys, and only with an algorithm of the key's type. ``none`` is refused.
 ``exp`` is required and must be an integer NumericDate within ``jwt_max_ttl_seconds``;
-``nbf`` and ``iat`` are checked, and ``iss`` and ``aud`` when configured. A token with a
-``jti`` is looked up in the revocations; a personal access token in its table. Every
+``nbf`` and ``iat`` are checked, and ``iss`` and ``aud`` when configured. A token is looked
+up in the revocations by its ``jti`` (one without: by its digest); a personal access token
+in its table. Every
 refusal is an ``AuthenticationError`` (401) whose ``details.cause`` says what failed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from typing import Any
@@ -36,6 +38,11 @@ from asanoha.platform.settings import Settings
 #: Seconds the clocks of the issuer and this server may differ by: applied to ``exp``, to a
 #: future ``iat`` or ``nbf`` and to the lifetime a token claims.
 CLOCK_LEEWAY_SECONDS = 30
+#: The last second of the year 9999: the latest ``iat`` or ``nbf`` taken (and the latest
+#: ``exp`` a lifetime is reckoned to).
+LAST_NUMERIC_DATE = 253_402_300_799
+#: The id of a token without a ``jti``: this prefix and the SHA-256 of the token.
+UNNAMED_TOKEN_PREFIX = "sha256:"
 
 
 class TokenRefusedError(ValueError):
@@ -133,14 +140,14 @@ class TokenVerifier:
         jti = claims.get("jti")
         if jti is not None and not (isinstance(jti, str) and 0 < len(jti) <= 200):
             raise refused("claims", "claim 'jti' must be a string of 1 to 200 characters")
+        if jti is None:
+            # Many providers issue access tokens without a jti: the token's digest names it,
+            # so a sign-out (or a revocation of the caller's own token) still ends it.
+            jti = UNNAMED_TOKEN_PREFIX + hashlib.sha256(token.encode()).hexdigest()
         revocations = self.revocations
-        if (
-            jti is not None
-            and revocations is not None
-            and revocations.is_revoked(user.tenant_id, jti)
-        ):
+        if revocations is not None and revocations.is_revoked(user.tenant_id, jti):
             raise AuthenticationError(Reasons.TOKEN_REVOKED, jti=jti)
-        return user.with_token(jti, int(claims["exp"])) if jti else user
+        return user.with_token(jti, int(claims["exp"]))
 
     def claims_of(self, token: str) -> dict[str, Any]:
         """The verified claims of a JWT (not of a personal access token)."""
@@ -259,7 +266,7 @@ class TokenVerifier:
 
     def _check_dates(self, claims: dict[str, Any]) -> None:
         """``exp`` an integer (PyJWT also takes ``"1700000000"`` and ``1.7e9``), ``iat`` and
-        ``nbf`` numbers, and a lifetime within ``jwt_max_ttl_seconds``."""
+        ``nbf`` numbers from 1970 to 9999, and a lifetime within ``jwt_max_ttl_seconds``."""
         expires = claims["exp"]
         for name in ("exp", "iat", "nbf"):
             value = claims.get(name)
@@ -267,17 +274,27 @@ class TokenVerifier:
                 not isinstance(value, int | float) or isinstance(value, bool)
             ):
                 raise refused("claims", f"claim {name!r} must be a NumericDate (a number)")
+            # JSON integers have no bound: one far past any date would overflow the
+            # arithmetic below (a 500, not a refusal). A late ``exp`` is a long lifetime.
+            late = name != "exp" and value is not None and value > LAST_NUMERIC_DATE
+            if value is not None and (value < 0 or late):
+                raise refused(
+                    "claims",
+                    f"claim {name!r} must be a NumericDate between 0 and {LAST_NUMERIC_DATE}",
+                )
         maximum = self.settings.jwt_max_ttl_seconds
+        bounded = min(expires, LAST_NUMERIC_DATE)
         lifetime: float
         if "iat" in claims:
             # Both from the issuer's clock: no leeway.
-            lifetime, start, allowed = expires - claims["iat"], "'iat'", 0
+            lifetime, start, allowed = bounded - claims["iat"], "'iat'", 0
         else:
-            lifetime, start, allowed = expires - time.time(), "now", CLOCK_LEEWAY_SECONDS
+            lifetime, start, allowed = bounded - time.time(), "now", CLOCK_LEEWAY_SECONDS
         if lifetime > maximum + allowed:
+            more = "more than " if expires > bounded else ""
             raise refused(
                 "lifetime",
-                f"the token claims to live {lifetime:.0f} seconds ('exp' minus {start}); "
+                f"the token claims to live {more}{lifetime:.0f} seconds ('exp' minus {start}); "
                 f"tokens may live at most {maximum} seconds (ASANOHA_JWT_MAX_TTL_SECONDS): "
                 "issue a shorter-lived one",
             )

@@ -10,6 +10,8 @@ transition to call.
 - ``clocks``: ``not_before``, ``relay_after``, ``published_at``, the rule relating them
   (``relay_time``), the claim's margin (``due_by``), and ``now`` (the one clock every
   transition reads).
+- ``key_locks``: the transaction locks of a row's keys (``sequential``, ``max_per_tenant``),
+  taken by enqueues, limited claims and wakes; in Python per key, or as one statement.
 - ``guards``: the conditions statements compose: ``due``, ``held_by`` (this claim),
   ``running_under``, ``claimed_by``, ``pending_at``, ``unpublished``, ``waiting``,
   ``not_waiting``, ``not_paused``, ``key_free``, ``first_due_of_key``, ``slot_free``.
@@ -20,11 +22,12 @@ The transitions, one function each:
 enqueue / place        ``enqueue.place`` (the key rules: skip, replace, debounce,
                        unique_for, a sequential row written waiting), ``enqueue.write_outbox``
 claim                  ``attempts.JobRows.claim`` (Postgres: ``PostgresJobRows``, the same
-                       statement compiled once)
+                       statement compiled once; a limited claim's locks and claim sent
+                       as one transaction in one round trip)
 end                    ``attempts.JobRows.end`` (succeeded, failed, retry, snooze, cancelled,
                        crashed; ``AttemptEnd.again_after`` for a pending end)
-park / wake            ``attempts.JobRows.park``, ``attempts.JobRows.wake``,
-                       ``control.wake_next_of_keys``
+park / wake            ``attempts.JobRows.park``, ``attempts.JobRows.wake`` and
+                       ``control.wake_next_of_keys`` (both ``control.wake_of_key``)
 refuse                 ``attempts.JobRows.refuse`` (a delivery with no row or no tenant)
 cancel                 ``control.cancel_job_row``, ``control.cancel_key`` (replace)
 retry (operator)       ``control.retry_failed_row`` (the key rules: ``enqueue.answering_row``)

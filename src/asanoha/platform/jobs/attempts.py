@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
+    Connection,
     Engine,
     Update,
     and_,
@@ -39,7 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.jobs import clocks, guards, workflows
+from asanoha.platform.jobs import clocks, control, guards, job_events, publishing, workflows
 from asanoha.platform.jobs.clocks import (
     RELAY_GRACE,
     WAKE_LOST_AFTER,
@@ -47,8 +48,9 @@ from asanoha.platform.jobs.clocks import (
     due_by,
     relay_time,
 )
-from asanoha.platform.jobs.enqueue import lock_keys, sealed
+from asanoha.platform.jobs.enqueue import sealed
 from asanoha.platform.jobs.guards import lane_target
+from asanoha.platform.jobs.key_locks import lock_keys
 from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import (
     CANCELLED,
@@ -223,6 +225,11 @@ class ClaimLimit:
     sequential: bool = False
     max_per_tenant: int | None = None
 
+    @property
+    def shape(self) -> tuple[bool, bool]:
+        """Which keys the claim counts: (its ``sequential`` key, its tenant's slot)."""
+        return self.sequential, self.max_per_tenant is not None
+
     @classmethod
     def of(cls, job: JobDef) -> ClaimLimit | None:
         """The limit of ``job``'s claims (``None``: none, the one-statement claim)."""
@@ -239,6 +246,12 @@ class WaitingRow:
     job_qn: str
     attempt: int
     priority: int | None
+
+
+def woken_row(row: Any) -> WaitingRow:
+    """The message of a row a wake returned (its id, job, attempt and priority): the
+    attempt after the one it records."""
+    return WaitingRow(uuid.UUID(str(row[0])), row[1], row[2] + 1, row[3])
 
 
 class JobRows:
@@ -333,6 +346,10 @@ class JobRows:
             outbox.c.claim_token == bindparam("end_token"),
         )
         self._record = insert(tables.job_runs)
+        # The end's event on the row's stream (``job_events``), for the feed.
+        self._end_event = job_events.end_event(
+            tables, database.engine.dialect, job_events.row_state(tables)
+        )
         # The keys a limited claim and a wake look up first.
         self._keys = select(outbox.c.concurrency_key, outbox.c.slot_key, outbox.c.created_at).where(
             outbox.c.id == bindparam("row_id")
@@ -343,13 +360,10 @@ class JobRows:
             for key in (False, True)
             for slot in (False, True)
         }
-        self._waiting = {
-            column.name: select(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
-            .where(column == bindparam("wake_key"), guards.waiting(outbox))
-            .order_by(outbox.c.created_at, outbox.c.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            for column in (outbox.c.concurrency_key, outbox.c.slot_key)
+        # The wake of the oldest row waiting for each key of an ended row.
+        self._wakes = {
+            column: control.wake_of_key(outbox, column, bindparam("wake_relay_after"))
+            for column in control.KEY_COLUMNS
         }
         self._park = (
             update(outbox)
@@ -363,33 +377,28 @@ class JobRows:
                 claim_token=WAITING_TOKEN,
             )
         )
-        # No longer waiting: another end does not wake it a second time.
-        self._wake = (
-            update(outbox)
-            .where(outbox.c.id == bindparam("row_id"))
-            .values(relay_after=bindparam("wake_relay_after"), claim_token=None)
-        )
 
     def _build_limited_claim(self, key: bool, slot: bool) -> Update:
         """The claim of a row whose running attempts must leave room: none of its key
         running and no older row of the key due (``key``), fewer than ``limit_max`` of its
-        slot running (``slot``)."""
+        slot running (``slot``). The keys are the row's own columns (a row without one
+        finds room): the statement needs nothing read before it but the keys' locks."""
         outbox = self._tables.outbox
         room = [self._not_paused]
         if key:
-            room.append(guards.key_free(outbox, bindparam("limit_key")))
+            room.append(guards.key_free(outbox, outbox.c.concurrency_key))
             # Enqueue order: no older row of the key is due before this one.
             room.append(
                 guards.first_due_of_key(
                     outbox,
-                    bindparam("limit_key"),
+                    outbox.c.concurrency_key,
                     bindparam("claim_started"),
-                    bindparam("limit_created", type_=outbox.c.created_at.type),
-                    bindparam("row_id", type_=outbox.c.id.type),
+                    outbox.c.created_at,
+                    outbox.c.id,
                 )
             )
         if slot:
-            room.append(guards.slot_free(outbox, bindparam("limit_slot"), bindparam("limit_max")))
+            room.append(guards.slot_free(outbox, outbox.c.slot_key, bindparam("limit_max")))
         return self._claim_statement(room)
 
     def _claim_statement(self, room: list[Any]) -> Update:
@@ -428,6 +437,12 @@ class JobRows:
     @property
     def _engine(self) -> Engine:
         return self._database.engine
+
+    @property
+    def _ends_engine(self) -> Engine:
+        """The engine of an end's transaction (``PostgresJobRows``: one that does not wait
+        for the WAL flush, as its one-statement end)."""
+        return self._engine
 
     def claim(
         self,
@@ -481,26 +496,35 @@ class JobRows:
             keys = conn.execute(self._keys, {"row_id": row_id}).first()
             if keys is None:
                 return Unclaimed("missing", 0)
-            key = keys.concurrency_key if limit.sequential else None
-            slot = keys.slot_key if limit.max_per_tenant is not None else None
-            lock_keys(conn, [held for held in (key, slot) if held])
-            claim = self._limited_claims[(bool(key), bool(slot))]
+            lock_keys(conn, [key for key in self._limited_keys(keys, limit) if key])
             values = {
                 **self._claim_params(row_id, attempt, token, started, lane),
-                "limit_key": key,
-                "limit_created": keys.created_at,
-                "limit_slot": slot,
                 "limit_max": limit.max_per_tenant,
             }
-            row = conn.execute(claim, values).first()
+            row = conn.execute(self._limited_claims[limit.shape], values).first()
             if row is not None:
                 return _claim_of(row, started, token)
-            found = conn.execute(self._look, {"row_id": row_id}).first()
-            unclaimed = self._judge_unclaimed(conn.execute, row_id, found, attempt, started)
-            if unclaimed.state != PENDING or unclaimed.attempt >= attempt or unclaimed.early:
-                return unclaimed
-            conn.execute(self._park, self._park_values(row_id, unclaimed.attempt))
-            return dataclasses.replace(unclaimed, token=WAITING_TOKEN, waiting=True)
+            return self._wait_unclaimed(conn, row_id, attempt, started)
+
+    def _wait_unclaimed(
+        self, conn: Connection, row_id: uuid.UUID, attempt: int, started: dt.datetime
+    ) -> Unclaimed:
+        """The end of a limited claim that found no room, in its transaction and under its
+        keys' locks: the row judged as found, and left waiting if its key is busy."""
+        found = conn.execute(self._look, {"row_id": row_id}).first()
+        unclaimed = self._judge_unclaimed(conn.execute, row_id, found, attempt, started)
+        if unclaimed.state != PENDING or unclaimed.attempt >= attempt or unclaimed.early:
+            return unclaimed
+        conn.execute(self._park, self._park_values(row_id, unclaimed.attempt))
+        return dataclasses.replace(unclaimed, token=WAITING_TOKEN, waiting=True)
+
+    @staticmethod
+    def _limited_keys(keys: Any, limit: ClaimLimit) -> list[str | None]:
+        """The keys of the row ``keys`` that ``limit`` locks."""
+        return [
+            keys.concurrency_key if limit.sequential else None,
+            keys.slot_key if limit.max_per_tenant is not None else None,
+        ]
 
     def _claim_once(
         self, row_id: uuid.UUID, attempt: int, token: str, started: dt.datetime, lane: str
@@ -602,43 +626,78 @@ class JobRows:
         end: AttemptEnd,
         finished: dt.datetime,
     ) -> bool:
-        started: list[OutboxMessage] = []
-        with self._engine.begin() as conn:
-            ended = conn.execute(
-                self._end, self._end_params(row_id, attempt, claim, end, finished)
-            ).rowcount
-            if not ended and claim.token is not None:
-                again = conn.execute(
-                    self._ended_by,
-                    {
-                        "row_id": row_id,
-                        "end_row_attempt": end.row_attempt(attempt),
-                        "end_token": claim.token,
-                    },
-                ).first()
-                if again is not None:
-                    return True
-            conn.execute(
-                self._record,
-                self._run_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
+        with self._ends_engine.begin() as conn:
+            ended, started = self.end_in(
+                conn, row_id, job_qn, tenant_id, attempt, claim, end, finished
             )
-            if ended and end.keep_result and end.state == SUCCEEDED:
-                conn.execute(
-                    insert(self._tables.job_results).values(
-                        job_id=row_id, result=sealed(conn, end.result), created_at=finished
-                    )
+        # Committed: only now may their messages go out.
+        self.stash_started(row_id, started)
+        return ended
+
+    def end_in(
+        self,
+        conn: Connection,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        end: AttemptEnd,
+        finished: dt.datetime | None = None,
+    ) -> tuple[bool, list[OutboxMessage]]:
+        """``end``, in the caller's transaction on ``conn`` (``end``'s own, or a workflow
+        step's, which holds the writes it made: they and its end commit together or not at
+        all), at ``finished`` (default: now). Returns whether this end holds the attempt,
+        and the messages of the step rows it placed, for the caller to ``stash_started``
+        once it has committed."""
+        finished = finished or clocks.now()
+        started: list[OutboxMessage] = []
+        ended = conn.execute(
+            self._end, self._end_params(row_id, attempt, claim, end, finished)
+        ).rowcount
+        if not ended and claim.token is not None:
+            again = conn.execute(
+                self._ended_by,
+                {
+                    "row_id": row_id,
+                    "end_row_attempt": end.row_attempt(attempt),
+                    "end_token": claim.token,
+                },
+            ).first()
+            if again is not None:
+                return True, started
+        conn.execute(
+            self._record,
+            self._run_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
+        )
+        if ended:
+            conn.execute(
+                self._end_event,
+                {
+                    "row_id": row_id,
+                    **self._event_values(row_id, job_qn, tenant_id, attempt, claim, end, finished),
+                },
+            )
+        if ended and end.keep_result and end.state == SUCCEEDED:
+            conn.execute(
+                insert(self._tables.job_results).values(
+                    job_id=row_id, result=sealed(conn, end.result), created_at=finished
                 )
-            if ended and self.ends_step(claim, end):
-                assert self.workflow_of is not None
-                # The step's end and what it starts commit with the end of its job row.
-                started = workflows.step_ended(
-                    conn, self._tables, self.workflow_of, row_id, end.state, end.result, end.error
-                )
+            )
+        if ended and self.ends_step(claim, end):
+            assert self.workflow_of is not None
+            # The step's end and what it starts commit with the end of its job row.
+            started = workflows.step_ended(
+                conn, self._tables, self.workflow_of, row_id, end.state, end.result, end.error
+            )
+        return bool(ended), started
+
+    def stash_started(self, row_id: uuid.UUID, started: list[OutboxMessage]) -> None:
+        """Keep the messages of the step rows a committed end of ``row_id`` placed, for
+        ``take_started``."""
         if started:
-            # Committed: only now may their messages go out.
             with self._started_lock:
                 self._started[row_id] = started
-        return bool(ended)
 
     def take_started(self, row_id: uuid.UUID) -> list[OutboxMessage]:
         """The messages of the step rows the committed end of ``row_id`` placed (for its
@@ -648,11 +707,7 @@ class JobRows:
 
     def ends_step(self, claim: Claim, end: AttemptEnd) -> bool:
         """Whether ``end`` ends an attempt of a workflow step's job row (its run reads it)."""
-        return (
-            self.workflow_of is not None
-            and isinstance(claim.headers, Mapping)
-            and workflows.RUN_HEADER in claim.headers
-        )
+        return self.workflow_of is not None and workflows.in_a_run(claim.headers)
 
     @staticmethod
     def _end_params(
@@ -673,6 +728,23 @@ class JobRows:
             "end_token": claim.token,
             "end_held": claim.held_token,
         }
+
+    @staticmethod
+    def _event_values(
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        end: AttemptEnd,
+        finished: dt.datetime,
+    ) -> dict[str, Any]:
+        """The values of the end's event (``job_events.end_event``), written at the end's
+        own time."""
+        headers = claim.headers if isinstance(claim.headers, Mapping) else {}
+        return job_events.end_event_values(
+            row_id, job_qn, tenant_id, attempt, end.status, headers, finished
+        )
 
     @staticmethod
     def _run_values(
@@ -719,7 +791,7 @@ class JobRows:
         """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
         its keys, made due (its message is the caller's to publish; the relay sends it
         should the caller not)."""
-        relay_after = clocks.now() + dt.timedelta(seconds=RELAY_GRACE)
+        relay_after = self._woken_relay_after()
 
         def write() -> list[WaitingRow]:
             with self._engine.begin() as conn:
@@ -728,25 +800,25 @@ class JobRows:
                     return []
                 # A claim that found the key busy holds these locks until its row waits.
                 lock_keys(conn, [key for key in (keys.concurrency_key, keys.slot_key) if key])
-                woken: list[WaitingRow] = []
-                for column, key in (
-                    ("concurrency_key", keys.concurrency_key),
-                    ("slot_key", keys.slot_key),
-                ):
-                    if not key:
-                        continue
-                    row = conn.execute(self._waiting[column], {"wake_key": key}).first()
-                    if row is None:
-                        continue
-                    conn.execute(self._wake, {"row_id": row.id, "wake_relay_after": relay_after})
-                    woken.append(
-                        WaitingRow(
-                            uuid.UUID(str(row.id)), row.job_qn, row.attempt + 1, row.priority
-                        )
-                    )
-                return woken
+                values = {"row_id": row_id, "wake_relay_after": relay_after}
+                return [
+                    woken_row(row)
+                    for column in control.KEY_COLUMNS
+                    if getattr(keys, column)
+                    for row in conn.execute(self._wakes[column], values)
+                ]
 
         return once_more_after_disconnect(write)
+
+    def mark_published(self, sent: list[OutboxMessage], failed: list[OutboxMessage]) -> None:
+        """Mark the messages a worker published (a retry, a woken row, a started step) on
+        their rows: ``publishing.mark_published``."""
+        publishing.mark_published(self._database, self._tables, sent, failed)
+
+    @staticmethod
+    def _woken_relay_after() -> dt.datetime:
+        # The waker publishes the woken row itself; the relay leaves it the grace to do so.
+        return clocks.now() + dt.timedelta(seconds=RELAY_GRACE)
 
     def forget_inherited_connections(self, **_: Any) -> None:
         """After a fork: drop connections of the parent (see ``Database``)."""
@@ -875,6 +947,9 @@ def recover_lost_attempts(
                     # A late end of the lost attempt must not take this end for its own.
                     claim_token=None,
                 )
+            )
+            job_events.append_end_event(
+                conn, tables, uuid.UUID(str(row.id)), "failed" if final else "crashed"
             )
             # A step's row that failed or was cancelled so ends its run (no step starts here:
             # only a success does that).

@@ -10,9 +10,12 @@ more CPU than the round trip, compiling it once costs nothing per job, and there
 copy of the SQL to keep in step. The one difference between the databases is the end's
 shape: Postgres composes the row's update, the check for an end sent again and the run
 row's insert into one statement (data-modifying CTEs, which SQLite lacks); ``JobRows``
-sends the same three statements in one transaction. Each thread keeps the connection it
-checked out, with its cursor: a checkout and a check-in per statement cost about as much
-CPU as the statement.
+sends the same three statements in one transaction. A claim that must count its keys'
+running attempts (``sequential``, ``max_per_tenant``) and a wake of the rows waiting for
+them take the keys' locks first: both go as one transaction in one round trip
+(``CompiledTransaction``), as does the mark of a message the worker published. Each thread
+keeps the connection it checked out, with its cursor: a checkout and a check-in per
+statement cost about as much CPU as the statement.
 """
 
 from __future__ import annotations
@@ -21,26 +24,28 @@ import datetime as dt
 import os
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
+from psycopg.types.json import Jsonb
 from sqlalchemy import (
     ClauseElement,
+    Column,
     Dialect,
     Engine,
     Select,
+    Table,
     bindparam,
     create_engine,
     exists,
     func,
     insert,
-    literal_column,
     select,
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.jobs import clocks
+from asanoha.platform.jobs import clocks, control, job_events, publishing
 from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
@@ -48,10 +53,15 @@ from asanoha.platform.jobs.attempts import (
     JobRows,
     JobRowsUnavailable,
     Unclaimed,
+    WaitingRow,
     new_claim_token,
     once_more_after_disconnect,
+    woken_row,
 )
 from asanoha.platform.jobs.clocks import WAKE_LOST_AFTER
+from asanoha.platform.jobs.key_locks import key_locks
+from asanoha.platform.jobs.message import OutboxMessage
+from asanoha.platform.personal import vault
 from asanoha.platform.store import Database, Tables
 
 T = TypeVar("T")
@@ -83,6 +93,52 @@ class CompiledStatement:
         cursor.execute(self.sql, {**self.constants, **values})
 
 
+class CompiledTransaction:
+    """Statements compiled once for Postgres and sent as one transaction in one round trip.
+
+    ``BEGIN; <statements>; COMMIT`` goes as one simple query, which a client-side binding
+    cursor allows (a server-side one takes one statement): a claim that must lock its keys
+    before it counts them costs one round trip, as a claim that needs no lock does. Each
+    statement sees what the ones before it committed (read committed takes a snapshot per
+    statement), so the locks the first takes cover what the next ones read. ``names`` are
+    the parameters each call gives; every other parameter is a constant of its statement,
+    renamed apart from the other statements' constants.
+    """
+
+    __slots__ = ("constants", "sql")
+
+    def __init__(
+        self, statements: Sequence[ClauseElement], dialect: Dialect, names: Collection[str]
+    ) -> None:
+        parts = ["BEGIN"]
+        self.constants: dict[str, Any] = {}
+        for index, statement in enumerate(statements):
+            compiled = statement.compile(dialect=dialect)
+            sql = str(compiled)
+            if "POSTCOMPILE" in sql:
+                raise ValueError("a statement of a compiled transaction expands a parameter")
+            for name, value in compiled.params.items():
+                if name not in names:
+                    renamed = f"s{index}_{name}"
+                    sql = sql.replace(f"%({name})s", f"%({renamed})s")
+                    self.constants[renamed] = value
+            parts.append(sql)
+        parts.append("COMMIT")
+        self.sql = ";\n".join(parts)
+
+    def execute(self, cursor: Any, values: Mapping[str, Any]) -> list[list[Any]]:
+        """Send the transaction on the client-side cursor ``cursor``; the rows of each
+        statement, in order."""
+        cursor.execute(self.sql, {**self.constants, **values})
+        results: list[list[Any]] = []
+        while True:
+            results.append(cursor.fetchall() if cursor.description is not None else [])
+            if not cursor.nextset():
+                break
+        # Without BEGIN's and COMMIT's (empty) results.
+        return results[1:-1]
+
+
 class PostgresJobRows(JobRows):
     """``JobRows`` on Postgres: its claim and end compiled once, one round trip each."""
 
@@ -91,11 +147,35 @@ class PostgresJobRows(JobRows):
     ) -> None:
         super().__init__(database, tables, wake_lost_after=wake_lost_after)
         dialect = database.engine.dialect
+        self._dialect = dialect
         self._claim_sql = CompiledStatement(self._claim, dialect)
         self._look_sql = CompiledStatement(self._look, dialect)
         self._end_sql = CompiledStatement(self._end_in_one(), dialect)
+        outbox = tables.outbox
+        # A limited claim: its keys' locks, then the claim (see ``JobRows._claim_limited``).
+        self._limited_sql = {
+            shape: CompiledTransaction(
+                [key_locks(outbox, _key_columns(outbox, shape)), claim], dialect, _CLAIM_NAMES
+            )
+            for shape, claim in self._limited_claims.items()
+            if any(shape)
+        }
+        # The marks of one message a worker published (``publishing.publish_marks``).
+        self._mark_sql = [
+            CompiledStatement(mark, dialect) for mark in publishing.publish_marks(outbox)
+        ]
+        # A wake: the ended row's keys' locks, then the wake of each key.
+        self._wake_sql = CompiledTransaction(
+            [
+                key_locks(outbox, [outbox.c[column] for column in control.KEY_COLUMNS]),
+                *(self._wakes[column] for column in control.KEY_COLUMNS),
+            ],
+            dialect,
+            {"row_id", "wake_relay_after"},
+        )
         self._url = database.url
         self._engine_: Engine | None = None
+        self._ends_engine_: Engine | None = None
         self._local = threading.local()
         self._held_lock = threading.Lock()
         self._held: list[_Held] = []
@@ -111,7 +191,7 @@ class PostgresJobRows(JobRows):
         attempt did run), but not for an end sent again. Every part of the statement sees
         the row as it was before it. Returns 1 when the end holds the attempt."""
         runs = self._tables.job_runs
-        ended = self._end.returning(literal_column("1")).cte("ended")
+        ended = self._end.returning(self._tables.outbox.c.state).cte("ended")
         again = self._ended_by.cte("again")
         columns = [
             "job_qn",
@@ -128,12 +208,31 @@ class PostgresJobRows(JobRows):
             *(bindparam(f"run_{name}", type_=runs.c[name].type) for name in columns)
         ).where(~exists(select(again.c.id)))
         recorded = insert(runs).from_select(columns, values).cte("recorded")
+        # The end's event, from the row as the update left it (``job_events``).
+        event = job_events.end_event(self._tables, self._dialect, ended).cte("end_event")
         counted = (
             select(func.count()).select_from(ended).scalar_subquery()
             + select(func.count()).select_from(again).scalar_subquery()
         )
-        # ``recorded`` is named so that it runs; a data-modifying CTE runs unreferenced.
-        return select(counted).add_cte(recorded)
+        # ``recorded`` and ``event`` are named so that they run; a data-modifying CTE runs
+        # unreferenced.
+        return select(counted).add_cte(recorded).add_cte(event)
+
+    @property
+    def _ends_engine(self) -> Engine:
+        """An end that takes more than one statement (a workflow step's, which writes its
+        run's state; a kept result) runs its transaction on the claim/end engine too: it
+        commits without waiting for the WAL flush like the one-statement end, so a step's
+        end holds its run's row for the statements, not for a flush. A Postgres crash can
+        lose such an end whole (its job row, run row, item and next steps together): the
+        row is then ended as crashed and the step runs again, as any job."""
+        if self._ends_engine_ is None:
+            engine = self._own_engine().execution_options(isolation_level="READ COMMITTED")
+            # A step's result and a kept result are sealed as the application's own
+            # connections seal them.
+            vault.attach_like(engine, self._database.engine)
+            self._ends_engine_ = engine
+        return self._ends_engine_
 
     def _own_engine(self) -> Engine:
         if self._engine_ is None:
@@ -162,12 +261,11 @@ class PostgresJobRows(JobRows):
         limit: ClaimLimit | None = None,
     ) -> Claim | Unclaimed:
         """See ``JobRows.claim``."""
-        if limit is not None:
-            # Counting a key's running attempts takes a transaction and the key's lock.
-            return super().claim(row_id, attempt, token, lane=lane, limit=limit)
         started = clocks.now()
         token = token or new_claim_token()
         params = self._claim_params(row_id, attempt, token, started, lane)
+        if limit is not None:
+            return self._claim_limited_in_one(row_id, attempt, token, lane, limit, params)
 
         def run(cursor: Any) -> Claim | _Look | None:
             self._claim_sql.execute(cursor, params)
@@ -186,6 +284,55 @@ class PostgresJobRows(JobRows):
         return once_more_after_disconnect(
             lambda: self._judge_unclaimed(self._execute, row_id, claimed, attempt, started)
         )
+
+    def _claim_limited_in_one(
+        self,
+        row_id: uuid.UUID,
+        attempt: int,
+        token: str,
+        lane: str,
+        limit: ClaimLimit,
+        params: dict[str, Any],
+    ) -> Claim | Unclaimed:
+        """A limited claim as one transaction in one round trip; one that finds no room
+        (or no row) is judged, and left waiting, by ``JobRows``'s claim, under the locks
+        again (the key may have been freed meanwhile: that claim takes it)."""
+        transaction = self._limited_sql[limit.shape]
+        params = {**params, "limit_max": limit.max_per_tenant}
+
+        def run(cursor: Any) -> Claim | None:
+            _, claimed = transaction.execute(cursor, params)
+            if not claimed:
+                return None
+            row = claimed[0]
+            return Claim(
+                row[0], dict(row[1]), row[2], row[3], params["claim_started"], token,
+                priority=row[4],
+            )  # fmt: skip
+
+        claim = self._with_cursor(run, client=True)
+        if claim is not None:
+            return claim
+        return super().claim(row_id, attempt, token, lane=lane, limit=limit)
+
+    def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
+        """See ``JobRows.wake``: one transaction in one round trip."""
+        values = {"row_id": row_id, "wake_relay_after": self._woken_relay_after()}
+
+        def run(cursor: Any) -> list[WaitingRow]:
+            _, *woken = self._wake_sql.execute(cursor, values)
+            return [woken_row(row) for rows in woken for row in rows]
+
+        return self._with_cursor(run, client=True)
+
+    def mark_published(self, sent: list[OutboxMessage], failed: list[OutboxMessage]) -> None:
+        """See ``JobRows.mark_published``: one message, one statement on the cursor."""
+        if len(sent) + len(failed) != 1:
+            super().mark_published(sent, failed)
+            return
+        mark = self._mark_sql[0] if sent else self._mark_sql[1]
+        values = publishing.mark_values((sent or failed)[0], clocks.now())
+        self._with_cursor(lambda cursor: mark.execute(cursor, values))
 
     def _execute(self, statement: Any, params: Mapping[str, Any]) -> Any:
         with self._database.begin() as conn:
@@ -211,6 +358,11 @@ class PostgresJobRows(JobRows):
             row_id, job_qn, tenant_id, attempt, claim, end, finished
         ).items():
             params[f"run_{name}"] = value
+        event = self._event_values(row_id, job_qn, tenant_id, attempt, claim, end, finished)
+        # The driver takes a JSON document wrapped (SQLAlchemy's bind processing is skipped).
+        for name in ("event_payload", "event_metadata"):
+            event[name] = Jsonb(event[name])
+        params.update(event)
 
         def run(cursor: Any) -> bool:
             self._end_sql.execute(cursor, params)
@@ -227,6 +379,7 @@ class PostgresJobRows(JobRows):
         self._local = threading.local()
         if self._engine_ is not None:
             self._engine_.dispose(close=False)
+        self._ends_engine_ = None
 
     def close(self) -> None:
         """Close the engine's connections, the ones threads hold included."""
@@ -239,8 +392,9 @@ class PostgresJobRows(JobRows):
         if self._engine_ is not None:
             self._engine_.dispose()
             self._engine_ = None
+        self._ends_engine_ = None
 
-    def _with_cursor(self, run: Callable[[Any], T]) -> T:
+    def _with_cursor(self, run: Callable[[Any], T], *, client: bool = False) -> T:
         # A connection that died (database restarted) fails once; it is thrown away and the
         # call runs again on a new one. ``run`` must be idempotent: the first try may have
         # committed before the connection died (claims and ends are, by their token). A
@@ -248,7 +402,7 @@ class PostgresJobRows(JobRows):
         for again in (True, False):
             held = self._held_connection()
             try:
-                return run(held.cursor)
+                return run(held.client_cursor() if client else held.cursor)
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
                 self._drop_held(held, error)
                 if not again:
@@ -303,11 +457,33 @@ class _Look(NamedTuple):
 
 
 class _Held:
-    """A thread's checked-out connection and its cursor."""
+    """A thread's checked-out connection, its cursor, and (made when first needed) its
+    client-side binding cursor (``CompiledTransaction``)."""
 
-    __slots__ = ("connection", "cursor", "pid")
+    __slots__ = ("_client", "connection", "cursor", "pid")
 
     def __init__(self, connection: Any, cursor: Any, pid: int) -> None:
         self.connection = connection
         self.cursor = cursor
         self.pid = pid
+        self._client: psycopg.ClientCursor[Any] | None = None
+
+    def client_cursor(self) -> psycopg.ClientCursor[Any]:
+        """The connection's client-side binding cursor."""
+        if self._client is None:
+            self._client = psycopg.ClientCursor(self.connection.driver_connection)
+        return self._client
+
+
+#: The parameters a limited claim's call gives (the rest are its statements' constants).
+_CLAIM_NAMES = frozenset(
+    {"row_id", "claim_attempt", "claim_started", "claim_due_by", "claim_token", "claim_lane",
+     "limit_max"}
+)  # fmt: skip
+
+
+def _key_columns(outbox: Table, shape: tuple[bool, bool]) -> list[Column[Any]]:
+    """The key columns a limited claim of ``shape`` locks (``ClaimLimit.shape``)."""
+    key, slot = shape
+    return [column for column, held in ((outbox.c.concurrency_key, key),
+                                        (outbox.c.slot_key, slot)) if held]  # fmt: skip

@@ -50,11 +50,13 @@ def relay_time(not_before: dt.datetime, *, by_broker: bool) -> dt.datetime:
     return not_before + dt.timedelta(seconds=RELAY_GRACE) if by_broker else not_before
 
 
-def relay_time_now(outbox: Table, at: dt.datetime) -> ColumnElement[dt.datetime]:
-    """``relay_time`` of a pending row made due for the relay at ``at`` (no writer
-    publishes it), as a SQL expression: ``at``, or its ``not_before`` while that is
-    later."""
-    at_now = literal(at, outbox.c.not_before.type)
+def relay_time_now(
+    outbox: Table, at: dt.datetime | ColumnElement[dt.datetime]
+) -> ColumnElement[dt.datetime]:
+    """``relay_time`` of a pending row made due for the relay at ``at`` (a time, or a
+    parameter; no writer publishes the row), as a SQL expression: ``at``, or its
+    ``not_before`` while that is later."""
+    at_now = at if isinstance(at, ColumnElement) else literal(at, outbox.c.not_before.type)
     return case((outbox.c.not_before > at_now, outbox.c.not_before), else_=at_now)
 
 

@@ -1,16 +1,18 @@
-"""Operator transitions of a job row: cancel, retry a failed row, resume a paused job's rows."""
+"""Operator transitions of a job row: cancel, retry a failed row, resume a paused job's rows,
+end a held workflow step's row."""
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, Table, Update, bindparam, select, update
 
-from asanoha.platform.jobs import clocks, guards
+from asanoha.platform.jobs import clocks, guards, job_events
 from asanoha.platform.jobs.clocks import relay_time, relay_time_now
-from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING
+from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
 from asanoha.platform.store import Tables
 
 
@@ -31,6 +33,7 @@ def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: s
             .where(outbox.c.id == job_id, outbox.c.state == PENDING)
             .values(state=CANCELLED, finished_at=clocks.now(), claim_token=None)
         )
+        job_events.append_end_event(conn, tables, job_id, CANCELLED)
         wake_next_of_keys(conn, tables, job_id)
         return CANCELLED
     if state == RUNNING:
@@ -42,45 +45,82 @@ def cancel_job_row(conn: Connection, tables: Tables, job_id: uuid.UUID, state: s
     return state
 
 
+def finish_held_row(conn: Connection, tables: Tables, job_id: uuid.UUID) -> bool:
+    """End the pending row ``job_id`` of a held workflow step (a wait, an approval) as
+    succeeded without running it: what it waited for came. Returns whether it was pending
+    (a row whose timeout's attempt runs, or that ended, is left to that)."""
+    outbox = tables.outbox
+    # A row its timeout's attempt holds (claimed, or ending and waiting for the run's row
+    # this caller may hold) is skipped: that attempt decides the step.
+    free = (
+        select(outbox.c.id)
+        .where(outbox.c.id == job_id, outbox.c.state == PENDING)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    ended = conn.execute(
+        update(outbox)
+        .where(outbox.c.id == free, outbox.c.state == PENDING)
+        .values(state=SUCCEEDED, finished_at=clocks.now(), claim_token=None)
+    ).rowcount
+    if ended:
+        job_events.append_end_event(conn, tables, job_id, SUCCEEDED)
+    return bool(ended)
+
+
 def wake_next_of_keys(conn: Connection, tables: Tables, job_id: uuid.UUID) -> int:
     """Make the oldest row waiting for each key of the row ``job_id`` due for the relay:
     that row, pending, may have been what its key's next row waited for, and no end of it
     will wake them now. Returns how many were woken (a woken row whose key is still busy
     waits again)."""
     outbox = tables.outbox
-    keys = conn.execute(
-        select(outbox.c.concurrency_key, outbox.c.slot_key).where(outbox.c.id == job_id)
-    ).first()
-    if keys is None:
-        return 0
-    woken = 0
-    for column, key in ((outbox.c.concurrency_key, keys[0]), (outbox.c.slot_key, keys[1])):
-        if not key:
-            continue
-        oldest = conn.execute(
-            select(outbox.c.id)
-            .where(column == key, guards.waiting(outbox))
-            .order_by(outbox.c.created_at, outbox.c.id)
-            .limit(1)
-        ).scalar()
-        if oldest is not None:
-            woken += conn.execute(
-                update(outbox)
-                .where(outbox.c.id == oldest, guards.waiting(outbox))
-                .values(relay_after=relay_time_now(outbox, clocks.now()), claim_token=None)
-            ).rowcount
-    return woken
+    relay_after = relay_time_now(outbox, clocks.now())
+    return sum(
+        len(conn.execute(wake_of_key(outbox, column, relay_after), {"row_id": job_id}).all())
+        for column in KEY_COLUMNS
+    )
+
+
+#: The columns of a job row's keys: its ``sequential`` key, its ``max_per_tenant`` slot.
+KEY_COLUMNS = ("concurrency_key", "slot_key")
+
+
+def wake_of_key(outbox: Table, column: str, relay_after: Any) -> Update:
+    """The wake of the oldest row waiting for the key in ``column`` of the row ``:row_id``:
+    no longer waiting, due for the relay at ``relay_after``; returns its id, job, attempt
+    and priority (no row: nothing waits, or the row holds no such key). A row another wake
+    holds is skipped: that wake takes it."""
+    own = outbox.alias("own")
+    waiting = outbox.alias("waiting")
+    key = select(own.c[column]).where(own.c.id == bindparam("row_id")).scalar_subquery()
+    oldest = (
+        select(waiting.c.id)
+        .where(waiting.c[column] == key, guards.waiting(waiting))
+        .order_by(waiting.c.created_at, waiting.c.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    return (
+        update(outbox)
+        .where(outbox.c.id == oldest, guards.waiting(outbox))
+        .values(relay_after=relay_after, claim_token=None)
+        .returning(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
+    )
 
 
 def cancel_key(conn: Connection, tables: Tables, key: str) -> None:
     """``replace``: cancel the pending rows of the concurrency key ``key`` (they never run)
     and ask its running attempts to stop."""
     outbox = tables.outbox
-    conn.execute(
+    replaced = conn.execute(
         update(outbox)
         .where(outbox.c.concurrency_key == key, outbox.c.state == PENDING)
         .values(state=CANCELLED, finished_at=clocks.now(), claim_token=None)
-    )
+        .returning(outbox.c.id)
+    ).scalars()
+    for job_id in list(replaced):
+        job_events.append_end_event(conn, tables, uuid.UUID(str(job_id)), CANCELLED)
     conn.execute(
         update(outbox)
         .where(outbox.c.concurrency_key == key, outbox.c.state == RUNNING)

@@ -13,15 +13,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, or_, select, text, update
+from sqlalchemy import Connection, and_, insert, or_, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time
 from asanoha.platform.jobs.control import cancel_key
+from asanoha.platform.jobs.key_locks import lock_keys
 from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import PENDING, RUNNING, SUCCEEDED, WAITING_TOKEN
 from asanoha.platform.model import JobDef
@@ -161,22 +162,6 @@ def sealed(conn: Connection, value: Any) -> Any:
     or opened replaced by its sealed text (a payload, a workflow run's payload, a step's
     result)."""
     return seal_known(conn, value)
-
-
-def lock_keys(conn: Connection, keys: Iterable[str]) -> None:
-    """Hold transaction locks on ``keys`` (stored keys) until ``conn``'s transaction ends,
-    in a fixed order (no deadlock between two holders of the same keys). On SQLite the
-    write transaction holds the database's one write lock already."""
-    if conn.dialect.name != "postgresql":
-        return
-    for key in sorted(set(keys)):
-        conn.execute(text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": _lock_id(key)})
-
-
-def _lock_id(key: str) -> int:
-    # A signed 64-bit id from the key's digest; the high bit must stay inside a bigint.
-    value = int(key[:16], 16)
-    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _key_busy(conn: Connection, tables: Tables, key: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, exists, func, or_, select, tuple_
+from sqlalchemy import ColumnElement, FromClause, Table, and_, exists, func, or_, select, tuple_
 
 from asanoha.platform.jobs.states import PENDING, RUNNING, WAITING_TOKEN
 
@@ -70,7 +70,7 @@ def claimed_by(outbox: Table, attempt: Param, token: Param) -> ColumnElement[boo
     )
 
 
-def unpublished(outbox: Table) -> ColumnElement[bool]:
+def unpublished(outbox: FromClause) -> ColumnElement[bool]:
     """No message of its current attempt went to the broker."""
     return outbox.c.published_at.is_(None)
 
@@ -81,7 +81,7 @@ def relayable(outbox: Table, now: Param) -> ColumnElement[bool]:
     return and_(outbox.c.state == PENDING, unpublished(outbox), outbox.c.relay_after <= now)
 
 
-def waiting(outbox: Table) -> ColumnElement[bool]:
+def waiting(outbox: FromClause) -> ColumnElement[bool]:
     """Left waiting for a busy key or a pause by a claim: pending, unpublished, carrying
     ``WAITING_TOKEN`` until the end that frees its key wakes it."""
     return and_(

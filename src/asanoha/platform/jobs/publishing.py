@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, Table, Update, bindparam, func, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time_now
@@ -28,38 +28,49 @@ def mark_published(
     sent: Sequence[OutboxMessage],
     failed: Sequence[OutboxMessage],
 ) -> None:
-    """Record the outcome of publishing each message's attempt on its row.
+    """Record the outcome of publishing each message's attempt on its row (``publish_marks``:
+    sent, published now; failed, due for the relay now)."""
+    if not sent and not failed:
+        return
+    marks = publish_marks(tables.outbox)
+    at = clocks.now()
+    with database.begin() as conn:
+        for mark, messages in zip(marks, (sent, failed), strict=True):
+            if messages:
+                conn.execute(mark, [mark_values(message, at) for message in messages])
+
+
+def publish_marks(outbox: Table) -> tuple[Update, Update]:
+    """The marks of one message's publish, (sent, failed), for ``mark_values``.
 
     Only a row still waiting for exactly that attempt, with the claim token it had when
     the message was made, is marked: a worker may have claimed and even ended the attempt
     before the publisher got here, and the mark must not land on the next attempt, nor on
     the same attempt snoozed (which a mark of "published" would leave waiting for a
-    message nobody sends).
+    message nobody sends). A sent message's row is published at ``:mark_at``; a failed
+    one's is due for the relay then (no earlier than its ``not_before``).
     """
-    if not sent and not failed:
-        return
-    outbox = tables.outbox
-    with database.begin() as conn:
-        for messages, values in (
-            (sent, {"published_at": func.now()}),
-            (failed, {"relay_after": relay_time_now(outbox, clocks.now())}),
-        ):
-            groups = sorted({(message.attempt, message.row_token or "") for message in messages})
-            for attempt, token in groups:
-                ids = [
-                    message.id
-                    for message in messages
-                    if (message.attempt, message.row_token or "") == (attempt, token)
-                ]
-                conn.execute(
-                    update(outbox)
-                    .where(
-                        outbox.c.id.in_(ids),
-                        guards.pending_at(outbox, attempt - 1),
-                        guards.held_by(outbox, token),
-                    )
-                    .values(publish_attempts=outbox.c.publish_attempts + 1, **values)
-                )
+    at = bindparam("mark_at", type_=outbox.c.published_at.type)
+    held = update(outbox).where(
+        outbox.c.id == bindparam("mark_id"),
+        guards.pending_at(outbox, bindparam("mark_row_attempt")),
+        guards.held_by(outbox, bindparam("mark_token")),
+    )
+    tried = outbox.c.publish_attempts + 1
+    return (
+        held.values(publish_attempts=tried, published_at=at),
+        held.values(publish_attempts=tried, relay_after=relay_time_now(outbox, at)),
+    )
+
+
+def mark_values(message: OutboxMessage, at: dt.datetime) -> dict[str, Any]:
+    """The values of ``publish_marks``'s statements for ``message``, marked at ``at``."""
+    return {
+        "mark_id": message.id,
+        "mark_row_attempt": message.attempt - 1,
+        "mark_token": message.row_token or "",
+        "mark_at": at,
+    }
 
 
 def relay_outbox(
@@ -112,7 +123,7 @@ def relay_outbox(
             conn.execute(
                 update(outbox)
                 .where(outbox.c.id.in_([message.id for message in sent]))
-                .values(published_at=func.now(), publish_attempts=outbox.c.publish_attempts + 1)
+                .values(published_at=clocks.now(), publish_attempts=outbox.c.publish_attempts + 1)
             )
         if failed:
             conn.execute(
@@ -238,7 +249,7 @@ def resend_lost_messages(
             if uuid.UUID(str(row.id)) in again
         ]
         sent, failed = publish_each(publisher, messages)
-        for done, values in ((sent, {"published_at": func.now()}), (failed, {})):
+        for done, values in ((sent, {"published_at": clocks.now()}), (failed, {})):
             if done:
                 conn.execute(
                     update(outbox)

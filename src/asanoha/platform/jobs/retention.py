@@ -6,7 +6,9 @@ import datetime as dt
 
 from sqlalchemy import Connection, and_, delete, or_, select
 
+from asanoha.platform.jobs.job_events import JOB_STREAM_TYPE
 from asanoha.platform.jobs.states import FINISHED_STATES
+from asanoha.platform.jobs.workflow_events import WORKFLOW_STREAM_TYPE
 from asanoha.platform.store import Tables
 
 #: What a boot job's idempotency key holds after its job's QN: ``<job qn>@boot:<release>``.
@@ -19,8 +21,8 @@ def boot_key(job_qn: str, release: str) -> str:
 
 
 def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int:
-    """Delete finished job rows (and their kept results), and run rows, that ended before
-    ``before``; return the number of job rows deleted.
+    """Delete finished job rows (and their kept results), run rows and job events that ended
+    or were written before ``before``; return the number of job rows deleted.
 
     A boot job's row is kept whatever its age: it is the only record that its release ran
     the job, and the next worker of that release to start would run it again without it.
@@ -37,4 +39,12 @@ def prune_finished(conn: Connection, tables: Tables, before: dt.datetime) -> int
     conn.execute(delete(results).where(results.c.job_id.in_(select(outbox.c.id).where(pruned))))
     deleted = conn.execute(delete(outbox).where(pruned)).rowcount
     conn.execute(delete(runs).where(runs.c.finished_at < before))
+    # A job's events (its progress, its row's ends) and a run's go with the rows they tell of.
+    events = tables.events
+    conn.execute(
+        delete(events).where(
+            events.c.stream_type.in_((JOB_STREAM_TYPE, WORKFLOW_STREAM_TYPE)),
+            events.c.created_at < before,
+        )
+    )
     return int(deleted or 0)

@@ -15,6 +15,7 @@ predecessors' ends race (row locks on Postgres, the one writer on SQLite).
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,20 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from asanoha.platform.jobs import clocks
-from asanoha.platform.jobs.control import cancel_job_row, retry_failed_row
+from asanoha.platform.jobs.control import cancel_job_row, finish_held_row, retry_failed_row
 from asanoha.platform.jobs.enqueue import sealed, write_outbox
 from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
-from asanoha.platform.model.workflows import StepDef, WorkflowDef
+from asanoha.platform.jobs.workflow_events import (
+    WORKFLOW_CANCELLED,
+    WORKFLOW_FAILED,
+    WORKFLOW_STARTED,
+    WORKFLOW_STEP,
+    WORKFLOW_SUCCEEDED,
+    append_run_event,
+)
+from asanoha.platform.model.canvas import CANVAS_QN, step_payload
+from asanoha.platform.model.workflows import StepDef, WorkflowDef, canvas_of_run
 from asanoha.platform.personal.vault import reveal
 from asanoha.platform.store import Tables
 
@@ -37,6 +47,11 @@ WAITING = "waiting"
 RUN_HEADER, STEP_HEADER, ITEM_HEADER = "workflow_run", "workflow_step", "workflow_item"
 
 WorkflowLookup = Callable[[str], WorkflowDef | None]
+
+
+def in_a_run(headers: Any) -> bool:
+    """Whether a job row with ``headers`` runs as a step of a workflow run."""
+    return isinstance(headers, Mapping) and RUN_HEADER in headers
 
 
 class StepMapError(Exception):
@@ -84,11 +99,42 @@ def start_run(
             for step in workflow.steps.values()
         ],
     )
-    run = _Run(run_id, workflow, payload, headers)
+    waits = [
+        {
+            "run_id": run_id,
+            "step": step.name,
+            "workflow_qn": workflow.qn,
+            "tenant_id": str(headers.get("tenant_id") or ""),
+            "event_type": step.hold.event,
+            "match_key": step.hold.payload_key(payload),
+            "created_at": now,
+        }
+        for step in workflow.waits
+        if step.hold is not None
+    ]
+    if waits:
+        conn.execute(insert(tables.workflow_waits), waits)
+    append_run_event(conn, tables, run_id, WORKFLOW_STARTED, {"workflow": workflow.qn}, headers)
+    run = _Run(run_id, workflow, payload, headers, _only(workflow))
     messages: list[OutboxMessage] = []
     for step in workflow.first_steps:
         messages.extend(_start_step(conn, tables, run, step, publish=True))
     return run_id, messages
+
+
+def _only(workflow: WorkflowDef) -> WorkflowLookup:
+    """A lookup that knows ``workflow`` alone (a run's start has nothing else at hand)."""
+    return lambda qn: workflow if qn == workflow.qn else None
+
+
+def workflow_of_run(
+    workflow_of: WorkflowLookup, workflow_qn: str, payload: Callable[[], Any]
+) -> WorkflowDef | None:
+    """The workflow a run of ``workflow_qn`` follows: a declared one, or a canvas's, which
+    its payload holds (``payload()``: the run's payload, revealed)."""
+    if workflow_qn == CANVAS_QN:
+        return canvas_of_run(payload())
+    return workflow_of(workflow_qn)
 
 
 def step_ended(
@@ -198,9 +244,14 @@ def reopen_run(
         tables.workflow_items,
         tables.outbox,
     )
-    state = conn.execute(select(runs.c.state).where(runs.c.id == run_id).with_for_update()).scalar()
+    found = conn.execute(
+        select(runs.c.state, runs.c.workflow_qn).where(runs.c.id == run_id).with_for_update()
+    ).first()
+    state = None if found is None else found.state
     if state != FAILED:
         return Reopened(None if state is None else str(state))
+    # A canvas has no held steps: only a declared workflow's steps may wait.
+    declared = workflow_of(str(found.workflow_qn)) if found is not None else None
     if conn.execute(
         select(items.c.job_id).where(items.c.run_id == run_id, items.c.state == PENDING).limit(1)
     ).first():
@@ -249,17 +300,34 @@ def reopen_run(
             .where(steps.c.run_id == run_id, steps.c.step == name)
             .values(state=RUNNING, items_left=len(again))
         )
+        step = None if declared is None else declared.steps.get(name)
+        hold = None if step is None else step.hold
         for row in again:
             job_id = uuid.UUID(str(row.job_id))
+            # A wait or an approval waits again for its whole time; any other step runs now.
+            at = now if hold is None else now + dt.timedelta(seconds=hold.held_for)
             retry_failed_row(
-                conn, tables, job_id, by_broker=by_broker, at=now, states=(FAILED, CANCELLED)
+                conn,
+                tables,
+                job_id,
+                by_broker=by_broker and hold is None,
+                at=at,
+                states=(FAILED, CANCELLED),
             )
             conn.execute(
                 update(items)
                 .where(items.c.job_id == job_id)
                 .values(state=PENDING, error=None, result=None)
             )
-            messages.append(OutboxMessage(id=job_id, job_qn=str(row.job_qn), attempt=1))
+            if hold is None:
+                messages.append(OutboxMessage(id=job_id, job_qn=str(row.job_qn), attempt=1))
+        if hold is not None and hold.kind == "wait" and again:
+            # Its event came after all (the timeout had won the race): it ends at once.
+            matched = _matched_event(conn, tables, run_id, name)
+            if matched is not None:
+                messages.extend(
+                    resolve_held(conn, tables, workflow_of, run_id, name, matched) or []
+                )
         if not again:
             finished.append(name)
     for name in finished:
@@ -291,12 +359,71 @@ def results_of(
     return found
 
 
+def resolve_held(
+    conn: Connection,
+    tables: Tables,
+    workflow_of: WorkflowLookup,
+    run_id: uuid.UUID,
+    step: str,
+    result: Any,
+) -> list[OutboxMessage] | None:
+    """End the held step ``step`` (a wait, an approval) of the run ``run_id`` as succeeded
+    with ``result``, in ``conn``'s transaction, when the run reached it: its job row,
+    pending, ends without running, and the steps after it start. Returns the messages to
+    publish after commit; ``None`` when the step does not wait now (not reached yet, ended,
+    or its timeout's attempt runs)."""
+    items = tables.workflow_items
+    job_id = conn.execute(
+        select(items.c.job_id).where(
+            items.c.run_id == run_id, items.c.step == step, items.c.state == PENDING
+        )
+    ).scalar()
+    if job_id is None:
+        return None
+    row_id = uuid.UUID(str(job_id))
+    if not finish_held_row(conn, tables, row_id):
+        return None
+    return step_ended(conn, tables, workflow_of, row_id, SUCCEEDED, result, None)
+
+
+def _matched_event(conn: Connection, tables: Tables, run_id: uuid.UUID, step: str) -> Any:
+    """The result a wait's matching event made (``None``: none matched yet), revealed."""
+    waits = tables.workflow_waits
+    row = conn.execute(
+        select(waits.c.event_id, waits.c.event).where(
+            waits.c.run_id == run_id, waits.c.step == step
+        )
+    ).first()
+    if row is None or row.event_id is None:
+        return None
+    return reveal(conn, row.event)
+
+
+def step_state(conn: Connection, tables: Tables, run_id: uuid.UUID, step: str) -> str | None:
+    """The state of the step ``step`` of the run ``run_id`` (``None``: no such step)."""
+    steps = tables.workflow_steps
+    found = conn.execute(
+        select(steps.c.state).where(steps.c.run_id == run_id, steps.c.step == step)
+    ).scalar()
+    return None if found is None else str(found)
+
+
+def lock_running_run(conn: Connection, tables: Tables, run_id: uuid.UUID) -> str | None:
+    """Take the run's row, as every transition of a run does first; its state when it is
+    running (``None``: it is not)."""
+    runs = tables.workflow_runs
+    state = conn.execute(select(runs.c.state).where(runs.c.id == run_id).with_for_update()).scalar()
+    return str(state) if state == RUNNING else None
+
+
 @dataclass
 class _Run:
     id: uuid.UUID
     workflow: WorkflowDef
     payload: dict[str, Any]
     headers: dict[str, Any]
+    #: How the run's workflow is found again (a held step that ends at once needs it).
+    workflow_of: WorkflowLookup
     #: Results read so far (revealed), by step.
     results: dict[str, Any] = field(default_factory=dict)
 
@@ -313,11 +440,14 @@ def _step_succeeded(
     row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
     if row is None or row.state != RUNNING:
         return []
-    workflow = workflow_of(row.workflow_qn)
+    payload = reveal(conn, row.payload)
+    workflow = workflow_of_run(workflow_of, row.workflow_qn, lambda: payload)
     if workflow is None:
         _end_run(conn, tables, run_id, FAILED, error=f"{row.workflow_qn} is not declared")
         return []
-    run = _Run(run_id, workflow, reveal(conn, row.payload), dict(row.headers))
+    run = _Run(run_id, workflow, payload, dict(row.headers), workflow_of)
+    step_event = {"workflow": workflow.qn, "step": name, "state": SUCCEEDED}
+    append_run_event(conn, tables, run_id, WORKFLOW_STEP, step_event, run.headers)
     left = conn.execute(
         update(runs)
         .where(runs.c.id == run_id, runs.c.state == RUNNING)
@@ -331,6 +461,8 @@ def _step_succeeded(
             .where(runs.c.id == run_id, runs.c.state == RUNNING)
             .values(state=SUCCEEDED, result=result, finished_at=clocks.now())
         )
+        ended = {"workflow": workflow.qn, "state": SUCCEEDED}
+        append_run_event(conn, tables, run_id, WORKFLOW_SUCCEEDED, ended, run.headers)
         return []
     messages: list[OutboxMessage] = []
     for following in workflow.successors(name):
@@ -358,8 +490,13 @@ def _start_step(
 
     A mapped step with no item succeeds at once (its result: the empty list)."""
     steps, items_table = tables.workflow_steps, tables.workflow_items
-    if step.map is None:
-        payloads: list[dict[str, Any]] = [run.payload]
+    if step.canvas is not None:
+        results = _results(conn, tables, run, step.after)
+        payloads: list[dict[str, Any]] = [
+            step_payload(step.canvas, [results[name] for name in step.after])
+        ]
+    elif step.map is None:
+        payloads = [run.payload]
     else:
         try:
             items = _items_of(conn, tables, run, step)
@@ -379,7 +516,9 @@ def _start_step(
             .values(state=SUCCEEDED)
         )
         return []
-    countdown = step.sleep or 0.0
+    # A sleep waits in the database, not in the broker; so does a held step, until its
+    # timeout (or for ever), unless what it waits for ends it first.
+    countdown = step.hold.held_for if step.hold is not None else (step.sleep or 0.0)
     messages = [
         OutboxMessage(
             id=uuid.uuid4(),
@@ -392,7 +531,6 @@ def _start_step(
                 ITEM_HEADER: index,
             },
             countdown=countdown,
-            # A sleep waits in the database, not in the broker.
             by_broker=publish and countdown <= 0,
         )
         for index, payload in enumerate(payloads)
@@ -411,16 +549,28 @@ def _start_step(
             for index, message in enumerate(messages)
         ],
     )
-    return [message for message in messages if message.by_broker]
+    published = [message for message in messages if message.by_broker]
+    if step.hold is not None and step.hold.kind == "wait":
+        # Its event may have come before the run reached it: the wait's row says so.
+        matched = _matched_event(conn, tables, run.id, step.name)
+        if matched is not None:
+            resolved = resolve_held(conn, tables, run.workflow_of, run.id, step.name, matched)
+            published.extend(resolved or [])
+    return published
+
+
+def _results(conn: Connection, tables: Tables, run: _Run, names: Sequence[str]) -> dict[str, Any]:
+    """The results (revealed) of the run's steps ``names``, read once per transition."""
+    missing = [name for name in names if name not in run.results]
+    if missing:
+        stored = results_of(conn, tables, run.workflow, run.id, missing)
+        run.results.update(reveal(conn, stored))
+    return {name: run.results.get(name) for name in names}
 
 
 def _items_of(conn: Connection, tables: Tables, run: _Run, step: StepDef) -> list[Any]:
     earlier = run.workflow.earlier(step.name)
-    missing = [name for name in earlier if name not in run.results]
-    if missing:
-        stored = results_of(conn, tables, run.workflow, run.id, missing)
-        run.results.update(reveal(conn, stored))
-    context = MapContext(run.id, run.payload, {name: run.results[name] for name in earlier})
+    context = MapContext(run.id, run.payload, _results(conn, tables, run, earlier))
     assert step.map is not None
     try:
         items = step.map(context)
@@ -463,6 +613,10 @@ def _end_run(
     ).rowcount
     if not ended:
         return False
+    run = conn.execute(select(runs.c.workflow_qn, runs.c.headers).where(runs.c.id == run_id)).one()
+    told = {"workflow": run.workflow_qn, "state": state, "step": step, "item": item, "error": error}
+    event_type = WORKFLOW_FAILED if state == FAILED else WORKFLOW_CANCELLED
+    append_run_event(conn, tables, run_id, event_type, told, dict(run.headers))
     if step is not None and state == FAILED:
         conn.execute(
             update(steps).where(steps.c.run_id == run_id, steps.c.step == step).values(state=FAILED)

@@ -20,6 +20,7 @@ from asanoha.platform.model.job_outcomes import JobCancelled, Snooze
 from asanoha.platform.model.names import make_qn, parse_qn, to_kebab
 from asanoha.platform.model.rate_limit import RateLimit
 from asanoha.platform.model.registry import Registry
+from asanoha.platform.model.retention import Retention
 from asanoha.platform.model.users import SYSTEM_ROLE, SessionUser
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "JobDef",
     "RateLimit",
     "Registry",
+    "Retention",
     "Risk",
     "SessionUser",
     "Snooze",

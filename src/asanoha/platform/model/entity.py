@@ -38,6 +38,8 @@ from asanoha.platform.model.fields import (
 )
 from asanoha.platform.model.located_time import LOCATED_SCHEMA, parse_located
 from asanoha.platform.model.money import MONEY_SCHEMA, parse_money
+from asanoha.platform.model.relations import MAX_NESTED_CHILDREN, HasMany, check_children
+from asanoha.platform.model.retention import Retention, check_retention
 from asanoha.platform.model.transitions import check_transitions
 from asanoha.platform.model.versions import FieldUpcaster, PayloadUpcaster, check_versions
 
@@ -208,11 +210,17 @@ def _embedded_model(declared: Field, model_name: str) -> type[BaseModel]:
     return found[1]
 
 
+#: The tenant that holds the rows of shared entities (``Entity(shared=True)``): no real
+#: tenant id starts with an underscore.
+SHARED_TENANT = "_shared"
+
+
 @dataclass(frozen=True)
 class Entity:
     """A table of typed fields. Its rows are projections of its event streams."""
 
     table: str
+    #: Its columns (a ``has_many`` passed among them moves to ``children``).
     fields: Mapping[str, Field]
     soft_delete: bool = False
     unique: tuple[tuple[str, ...], ...] = field(default=())
@@ -224,9 +232,23 @@ class Entity:
     upcasters: Mapping[int, FieldUpcaster] = field(default_factory=dict)
     #: The field whose value labels a row where another row refers to it (``_refs``).
     label_field: str | None = None
+    #: How long its rows are kept and what becomes of them after (``model.retention``).
+    retention: Retention | None = None
+    #: Reference data every tenant reads (countries, plans, a catalogue): its rows live
+    #: under ``SHARED_TENANT``, and only a ``Feature(system_scope=...)`` writes them.
+    shared: bool = False
+    #: Its ``has_many`` relations (``model.relations``), by name: no columns.
+    children: Mapping[str, HasMany] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_table_name(self.table)
+        # A has_many declared among the fields is a relation, not a column.
+        relations = {n: f for n, f in self.fields.items() if isinstance(f, HasMany)}
+        if relations:
+            columns = {n: f for n, f in self.fields.items() if not isinstance(f, HasMany)}
+            object.__setattr__(self, "fields", columns)
+            object.__setattr__(self, "children", {**self.children, **relations})
+        check_children(self.table, dict(self.children))
         check_versions(f"entity {self.table!r}", self.version, self.upcasters)
         for name, declared in self.fields.items():
             check_field(self, name, declared)
@@ -248,6 +270,20 @@ class Entity:
             if unknown:
                 raise DefinitionError(
                     f"entity {self.table!r}: unique index {index} names unknown fields {unknown}"
+                )
+        check_retention(self.table, self.fields, self.soft_delete, self.retention)
+        if self.shared:
+            personal = sorted(name for name in self.fields if name in self.personal_fields)
+            if personal:
+                raise DefinitionError(
+                    f"entity {self.table!r} is shared: its rows belong to no tenant and no "
+                    f"person, so no field may be personal (personal: {personal}); declare "
+                    "them personal=False with a reason"
+                )
+            if self.retention is not None:
+                raise DefinitionError(
+                    f"entity {self.table!r} is shared: retention runs per tenant and keeps "
+                    "no shared rows; drop retention= or shared="
                 )
 
     def field_python_type(self, name: str) -> Any:
@@ -457,9 +493,31 @@ def _camel(table: str) -> str:
 def _build_model(
     entity: Entity, model_name: str, excluded: Collection[str], *, partial: bool
 ) -> type[BaseModel]:
-    return _model_of_fields(
+    model = _model_of_fields(
         entity.fields, model_name, excluded, partial=partial, prefix=_camel(entity.table)
     )
+    nested = {
+        name: relation
+        for name, relation in entity.children.items()
+        if relation.nested and not partial and name not in excluded
+    }
+    if not nested:
+        return model
+    # A create's nested children: each the child's create payload without its parent.
+    definitions: dict[str, Any] = {
+        name: (
+            list[relation.entity.create_model(excluded=(relation.via,))] | None,  # type: ignore[misc]
+            PydanticField(
+                default=None,
+                max_length=MAX_NESTED_CHILDREN,
+                description=relation.description
+                or f"rows of {relation.entity.table!r} created with this one",
+            ),
+        )
+        for name, relation in nested.items()
+    }
+    built: type[BaseModel] = create_model(model_name, __base__=model, **definitions)
+    return built
 
 
 def _model_of_fields(

@@ -44,7 +44,7 @@ from asanoha.platform.model.handlers import (
 )
 from asanoha.platform.model.hooks import Hook, HookKind, check_hook
 from asanoha.platform.model.names import check_segment, make_qn, to_kebab
-from asanoha.platform.model.projections import ProjectionDef, define_projection
+from asanoha.platform.model.projections import ProjectionDef, ProjectionMode, define_projection
 from asanoha.platform.model.rate_limit import RateLimit, check_rate_limit_declaration
 from asanoha.platform.model.retention import parse_age
 from asanoha.platform.model.sync_callables import check_not_async
@@ -59,8 +59,26 @@ ENTITY_VERBS = ("created", "updated", "deleted", "restored", "forgotten")
 class Feature:
     """A named set of entities, handlers, events, jobs and consumers."""
 
-    def __init__(self, name: str, *, toggleable: bool = False, default_on: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        toggleable: bool = False,
+        default_on: bool = True,
+        system_scope: str | None = None,
+    ) -> None:
         self.name = check_segment(name, "feature name")
+        #: Why the feature acts for the whole system (``None``: it acts for one tenant): it
+        #: alone writes shared rows (``Entity(shared=True)``) and may read another tenant's
+        #: rows (``ctx.entity(name, tenant=...)``, audited).
+        if system_scope is not None and (
+            not isinstance(system_scope, str) or not system_scope.strip()
+        ):
+            raise DefinitionError(
+                f"feature {self.name!r}: system_scope= takes the reason it acts for the whole "
+                f"system, not {system_scope!r}"
+            )
+        self.system_scope = system_scope
         #: ``toggleable``: a tenant's feature can be switched off (``asanoha features
         #: disable``); ``default_on``: whether it is on in a tenant that never switched it.
         self.toggleable, self.default_on = check_toggle(self.name, toggleable, default_on)
@@ -632,12 +650,17 @@ class Feature:
         on: str | None = None,
         manual: bool = False,
         cron: str | None = None,
+        per_tenant: bool = False,
     ) -> WorkflowDef:
         """Declare the workflow ``<feature>:workflow:<name>``: steps declared with
-        ``.step(...)`` (each a job ``<feature>:workflow:<name>:<step>``) and ``.sleep(...)``.
-        ``on=<write handler QN>`` starts a run in the triggering write's transaction, on its
-        payload; ``manual=True``: started by ``app.workflows.start``."""
-        declared = declare_workflow(self, name, on, manual, cron)
+        ``.step(...)`` (each a job ``<feature>:workflow:<name>:<step>``), ``.sleep(...)``,
+        ``.wait(...)`` and ``.approval(...)``. ``on=<write handler QN>`` starts a run in the
+        triggering write's transaction, on its payload; ``manual=True``: started by
+        ``app.workflows.start``; ``cron="..."``: each tick starts a run on an empty payload
+        through the job ``<workflow qn>:cron`` (``per_tenant=True``: one per tenant of
+        ``App(tenants=...)``), which job control pauses, and Flower and the console show,
+        like any cron job."""
+        declared = declare_workflow(self, name, on, manual, cron, per_tenant)
         if any(other.qn == declared.qn for other in self.workflows):
             raise DefinitionError(f"workflow {declared.qn!r} is declared twice")
         self.workflows.append(declared)
@@ -666,16 +689,25 @@ class Feature:
 
         return register
 
-    def projection(self, name: str, *, table: Any, on: Iterable[str]) -> Callable[[F], F]:
+    def projection(
+        self,
+        name: str,
+        *,
+        table: Any,
+        on: Iterable[str],
+        mode: ProjectionMode = "inline",
+        partitions: int = 1,
+    ) -> Callable[[F], F]:
         """Declare ``<feature>:projection:<name>``: ``func(event, target)`` keeps ``table``
         (a sqlalchemy ``Table`` of the application's own) from the events of the types
-        ``on``, in the transaction of each write that appends one, and ``asanoha
-        projections rebuild`` replays them into a shadow table and swaps it in (see
-        ``model/projections.py``)."""
+        ``on``, in the transaction of each write that appends one (``mode="async"``: by the
+        consumer ``<feature>:consumer:projection-<name>`` with ``partitions`` cursors, after
+        the write), and ``asanoha projections rebuild`` replays them into a shadow table and
+        swaps it in (see ``model/projections.py``)."""
         types = tuple(on)
 
         def register(func: F) -> F:
-            declared = define_projection(self.name, name, table, types, func)
+            declared = define_projection(self.name, name, table, types, func, mode, partitions)
             self._check_open(f"projection {declared.qn!r}")
             self.projections.append(declared)
             return func

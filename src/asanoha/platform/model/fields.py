@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model import relations
 from asanoha.platform.model.access import Access
 from asanoha.platform.model.sync_callables import check_not_async
 
@@ -518,3 +519,8 @@ def check_event_pii(qn: str, model: Any, pii: Any) -> EventPii:
         elif stance not in ("self", "tenant"):
             raise DefinitionError(f"event {qn!r}: pii[{name!r}]={stance!r} is no stance; {remedy}")
     return dict(pii)
+
+
+#: ``fields.has_many(child_entity, via="<reference field>", nested=False)``: see
+#: ``model.relations`` (a relation, not a column).
+has_many = relations.has_many

@@ -74,6 +74,7 @@ class Registry:
         self._resolve_aggregates()
         self._collect_projections()
         self._references = self._resolve_references()
+        self._children = self._resolve_children()
         for feature in self.features:
             feature.freeze()
         self._by_trigger: dict[str, tuple[JobDef, ...]] = {}
@@ -94,6 +95,12 @@ class Registry:
                 raise DefinitionError(f"{workflow.qn} declares no step")
             self._workflows[workflow.qn] = workflow
         for entity_def in feature.entities.values():
+            if entity_def.entity.shared and feature.system_scope is None:
+                raise DefinitionError(
+                    f"entity {entity_def.key} is shared (every tenant reads its rows): only a "
+                    f'feature declared Feature({feature.name!r}, system_scope="<reason>") '
+                    "writes shared rows; declare it so, or drop shared=True"
+                )
             self._entities[entity_def.key] = entity_def
         for name, pre in feature.pre_save_hooks.items():
             self._pre_save[self._hook_target(feature, name)] = tuple(pre)
@@ -156,6 +163,13 @@ class Registry:
                 raise DefinitionError(
                     f"{workflow.qn}: on={workflow.on!r} names no registered write handler"
                 )
+            for step in workflow.waits:
+                assert step.hold is not None
+                if step.hold.event not in self._events:
+                    raise DefinitionError(
+                        f"{workflow.qn}: step {step.name!r} waits for {step.hold.event!r}, "
+                        "which no feature declares"
+                    )
         for consumer in self._consumers.values():
             for event in consumer.on:
                 if event not in self._events:
@@ -207,7 +221,14 @@ class Registry:
                         raise DefinitionError(
                             f"{projection.qn}: on= names undeclared event {event!r}"
                         )
-                    self._projections_on[event] = (*self._projections_on.get(event, ()), projection)
+                    if projection.mode == "inline":
+                        followers = self._projections_on.get(event, ())
+                        self._projections_on[event] = (*followers, projection)
+                if projection.mode == "async" and self._is_taken(projection.consumer_qn):
+                    raise DefinitionError(
+                        f"{projection.qn}: its consumer's name {projection.consumer_qn!r} is "
+                        "taken; name the projection or the consumer otherwise"
+                    )
                 self._projections[projection.qn] = projection
 
     def _resolve_aggregates(self) -> None:
@@ -218,6 +239,32 @@ class Registry:
                 self._aggregates[aggregate.key] = dataclasses.replace(aggregate, handlers=handlers)
 
     # -- lookups ----------------------------------------------------------------------------
+
+    def _resolve_children(self) -> dict[tuple[str, str], tuple[EntityDef, Reference]]:
+        """Each ``has_many`` of each entity: the child's registered entity and its reference
+        field that refers to the parent (definition errors name the relation)."""
+        found: dict[tuple[str, str], tuple[EntityDef, Reference]] = {}
+        for entity_def in self.entities:
+            for name, relation in entity_def.entity.children.items():
+                where = f"entity {entity_def.key}: has_many {name!r}"
+                child = next((d for d in self.entities if d.entity is relation.entity), None)
+                if child is None:
+                    raise DefinitionError(
+                        f"{where}: its entity (table {relation.entity.table!r}) is not "
+                        "registered by any feature (feature.crud(...) or feature.entity(...))"
+                    )
+                via = next((r for r in self.references(child.key) if r.field == relation.via), None)
+                if via is None or via.target.key != entity_def.key:
+                    raise DefinitionError(
+                        f"{where}: {child.key}.{relation.via} must refer to {entity_def.key}"
+                    )
+                found[entity_def.key, name] = (child, via)
+        return found
+
+    def child(self, entity_key: str, name: str) -> tuple[EntityDef, Reference]:
+        """The child entity of the ``has_many`` ``name`` of ``entity_key`` and its reference
+        field to the parent."""
+        return self._children[entity_key, name]
 
     def references(self, entity_key: str) -> tuple[Reference, ...]:
         """The reference fields of the entity ``feature:name``."""
@@ -267,8 +314,17 @@ class Registry:
         """Every declared projection."""
         return tuple(self._projections.values())
 
+    def is_system_scope(self, feature: str) -> bool:
+        """Whether the feature ``feature`` is declared ``system_scope=`` (it writes shared
+        rows and reads other tenants' rows, audited)."""
+        return any(
+            declared.name == feature and declared.system_scope is not None
+            for declared in self.features
+        )
+
     def projections_on(self, event_type: str) -> tuple[ProjectionDef, ...]:
-        """The declared projections that follow events of ``event_type``."""
+        """The inline projections that follow events of ``event_type`` (kept in the write's
+        transaction)."""
         return self._projections_on.get(event_type, ())
 
     def find_aggregate(self, key: str) -> AggregateDef | None:

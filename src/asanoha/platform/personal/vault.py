@@ -133,6 +133,14 @@ def attach(personal: PersonalData, engine: Engine) -> None:
     _BY_ENGINE[engine] = personal
 
 
+def attach_like(engine: Engine, like: Engine) -> None:
+    """Give ``engine``'s connections the ``PersonalData`` of ``like``'s (another engine on
+    the same database, with options of its own), if it has one."""
+    personal = _BY_ENGINE.get(like)
+    if personal is not None:
+        attach(personal, engine)
+
+
 def seal_known(conn: Connection, value: Any) -> Any:
     """``value`` (JSON about to be stored through ``conn``) with every personal value its
     transaction sealed or opened replaced by the same sealed text."""

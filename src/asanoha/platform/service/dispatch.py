@@ -4,13 +4,17 @@ A top-level write reads as named steps over one ``Request``: admit (resolve, acc
 validate) -> open the request (entry handler, origin) -> run the handler (the executor records
 events and projects rows) -> enqueue triggered jobs -> commit -> publish. Nested writes get the
 parent request explicitly and run in a savepoint of its transaction.
+
+This module builds the service's parts and is the entry to them: writes run in
+``write_pipeline``, queries in ``query_pipeline``, what follows a commit in ``after_commit``.
+It hands out the entity executor and reader, starts jobs and workflow runs, and opens units of
+work; a write asked for inside a query is refused here (``gates.check_write_allowed``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
-import logging
 import secrets
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -19,21 +23,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from asanoha.platform import telemetry
-from asanoha.platform.errors import NotFoundError, Reasons
 from asanoha.platform.jobs import publishing
-from asanoha.platform.metrics import (
-    count_after_commit_failure,
-    count_replica_read,
-)
-from asanoha.platform.model import (
-    EntityDef,
-    HandlerDef,
-    Registry,
-    SessionUser,
-    resolve_agent_exposure,
-    to_kebab,
-)
+from asanoha.platform.model import EntityDef, HandlerDef, Registry, SessionUser, to_kebab
+from asanoha.platform.model.canvas import Canvas
 from asanoha.platform.personal.master_keys import KeyWrapper
 from asanoha.platform.personal.vault import PersonalData
 from asanoha.platform.personal.vault import attach as attach_personal_data
@@ -43,40 +35,33 @@ from asanoha.platform.service import (
     job_pauses,
     outbox,
 )
-from asanoha.platform.service.admission import Admission, open_request
+from asanoha.platform.service.admission import Admission
+from asanoha.platform.service.after_commit import AfterCommit, CommitListener
 from asanoha.platform.service.aggregates import Aggregates
 from asanoha.platform.service.approvals import Approvals, ApprovalSigner
 from asanoha.platform.service.domain_events import DomainEvents
-from asanoha.platform.service.executor import EntityExecutor, EntityReader, ExecutorEnv
+from asanoha.platform.service.entity_reader import EntityReader, ExecutorEnv
+from asanoha.platform.service.executor import EntityExecutor
 from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.job_enqueue import JobEnqueuer
 from asanoha.platform.service.keyed_writes import KeyedWrites
-from asanoha.platform.service.observed import note_entry, observed
 from asanoha.platform.service.outbox import OutboxPublisher
 from asanoha.platform.service.ownership import OwnerRules
+from asanoha.platform.service.query_pipeline import QueryPipeline
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
     Acting,
-    EntryHandler,
     Request,
     RequestMeta,
     WriteOrigin,
+    principal_kind,
 )
-from asanoha.platform.service.secret_guard import run_guarded
 from asanoha.platform.service.write_pipeline import WritePipeline
 from asanoha.platform.service.write_plan import WritePlan
-from asanoha.platform.store import (
-    Database,
-    StoredEvent,
-    Tables,
-    build_tables,
-)
+from asanoha.platform.store import Database, Tables, build_tables
 from asanoha.platform.store.replica import ReadAfter, ReadReplica
-
-CommitListener = Callable[[Sequence[StoredEvent]], None]
-log = logging.getLogger("asanoha.service")
 
 
 class Service:
@@ -141,10 +126,10 @@ class Service:
         )
         #: Folds the declared aggregates (``ctx.load``).
         self.aggregates = Aggregates(registry, self.tables, database.backend)
-        self._commit_listeners: list[CommitListener] = []
+        #: What follows every commit: publish, commit listeners, hooks (``after_commit``).
+        self.committed = AfterCommit(registry, database, self.tables)
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}
-        self._entries: dict[str, EntryHandler] = {}
         #: Features' configuration, secrets and switches per tenant (``feature_settings``).
         self.feature_settings = FeatureSettings(registry, self.tables, self.personal, database)
         #: The first steps of every dispatch (``admission``).
@@ -159,6 +144,14 @@ class Service:
             jobs=self.jobs_enqueue,
             context=lambda request, handler, user: WriteContext(self, request, handler, user),
             after_commit=self.after_commit,
+        )
+        #: Runs every query, on the primary or the read replica (``query_pipeline``).
+        self.queries = QueryPipeline(
+            registry=registry,
+            database=database,
+            replica=replica,
+            admission=self.admission,
+            context=lambda request, handler, user: QueryContext(self, request, handler, user),
         )
 
     # -- writes -----------------------------------------------------------------------------
@@ -241,41 +234,9 @@ class Service:
 
     def after_commit(self, request: Request) -> None:
         """Publish the request's outbox rows and tell the commit listeners. Never raises: the
-        write has committed, so its caller gets its result; what fails is left to the relay."""
-        if request.outbox:
-            try:
-                outbox.publish_messages(self.database, self.tables, self.publisher, request.outbox)
-            except Exception:
-                log.warning(
-                    "publishing after commit failed; the relay sends the jobs", exc_info=True
-                )
-        if request.appended:
-            for listener in self._commit_listeners:
-                try:
-                    listener(request.appended)
-                except Exception:
-                    log.warning("commit listener %r failed", listener, exc_info=True)
-            try:
-                self._run_after_commit_hooks(request.appended)
-            except Exception:
-                # Each hook's failure is caught below; this is the bookkeeping around them.
-                log.warning("running the after_commit hooks failed", exc_info=True)
-
-    def _run_after_commit_hooks(self, events: Sequence[StoredEvent]) -> None:
-        """Each entity's ``after_commit`` hooks with its committed events. A failure is logged
-        and counted, never raised: the caller's write has committed."""
-        for event in events:
-            for hook in self.registry.hooks("after_commit", event.stream_type):
-                try:
-                    hook(event)
-                except Exception:
-                    count_after_commit_failure(event.stream_type)
-                    log.exception(
-                        "after_commit hook %r of %s failed on event %s",
-                        hook,
-                        event.stream_type,
-                        event.id,
-                    )
+        write has committed, so its caller gets its result; what fails is left to the relay
+        (see ``after_commit``)."""
+        self.committed.run(request, self.publisher)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -299,37 +260,9 @@ class Service:
         the replica has replayed the caller's last write (see ``store.replica``); without
         it, the primary serves.
         """
-        if parent is not None:
-            handler, model = self.admission.admit(
-                qn, "query", payload, user, parent.conn, nested=True
-            )
-            context = QueryContext(self, parent, handler, user)
-            return run_guarded(handler.qn, lambda: handler.func(model, context))
-        with observed("query", qn, user, meta) as span:
-            handler, model = self.admission.admit(qn, "query", payload, user)
-            self.admission.check_rate(handler, user, meta)
-            with self._reading(handler, read_after, span) as conn:
-                request = open_request(
-                    conn, "query", handler, user, meta, None, self._entry_of(handler)
-                )
-                note_entry(span, request)
-                request.reads = reads
-                context = QueryContext(self, request, handler, user)
-                return run_guarded(handler.qn, lambda: handler.func(model, context))
-
-    @contextmanager
-    def _reading(
-        self, handler: HandlerDef, read_after: ReadAfter | None, span: telemetry.Span
-    ) -> Iterator[Connection]:
-        """The read-only connection a top-level query reads through."""
-        if self.replica is None or read_after is None or not handler.replica:
-            with self.database.read_only() as conn:
-                yield conn
-            return
-        with self.replica.read_only(read_after) as (conn, bypass):
-            count_replica_read(bypass)
-            span.set("db.replica", bypass is None)
-            yield conn
+        return self.queries.query(
+            qn, payload, user, parent=parent, meta=meta, reads=reads, read_after=read_after
+        )
 
     def commit_position(self) -> str | None:
         """Where the primary's log stands after the caller's writes, for the caller's next
@@ -370,25 +303,33 @@ class Service:
 
     def start_workflow(
         self,
-        workflow_qn: str,
-        payload: dict[str, Any],
+        workflow_qn: str | Canvas,
+        payload: dict[str, Any] | None,
         user: SessionUser,
         *,
         parent: Request | None = None,
         trigger_name: str = "manual",
         origin: WriteOrigin | None = None,
     ) -> uuid.UUID:
-        """Start a run of ``workflow_qn`` on ``payload``: inside ``parent``'s transaction (its
-        first steps published when it commits), else on its own; the run's id. ``origin``
-        is the chain the caller acts for: every step carries it. Raises ``NotFoundError``
-        (404 ``workflow_not_found``)."""
-        workflow = self.registry.workflow(workflow_qn)
-        if workflow is None:
-            raise NotFoundError(Reasons.WORKFLOW_NOT_FOUND, workflow=workflow_qn)
+        """Start a run of ``workflow_qn`` on ``payload`` (or of a canvas over declared jobs,
+        ``model/canvas``): inside ``parent``'s transaction (its first steps published when
+        it commits), else on its own; the run's id. ``origin`` is the chain the caller acts
+        for: every step carries it. Raises ``NotFoundError`` (404 ``workflow_not_found``;
+        ``job_not_found`` for a canvas naming an undeclared job)."""
+        workflow, payload = self.jobs_enqueue.check_workflow(workflow_qn, payload)
         if parent is not None:
-            gates.check_write_allowed(parent, "start_workflow", workflow_qn)
+            gates.check_write_allowed(parent, "start_workflow", workflow.qn)
             return self.jobs_enqueue.start_workflow(
                 parent, workflow, dict(payload), user, trigger_name=trigger_name
+            )
+        if origin is None and user.is_agent:
+            # An agent that starts a run itself begins its chain: every step acts for it,
+            # held to what an agent's call below ``high`` may do, and it never approves it.
+            origin = WriteOrigin(
+                root_qn=workflow.qn,
+                principal=user.id,
+                principal_kind=principal_kind(user),
+                agent_run=user.agent,
             )
         with self.unit_of_work(user, origin=origin) as request:
             return self.jobs_enqueue.start_workflow(
@@ -464,13 +405,4 @@ class Service:
 
     def add_commit_listener(self, listener: CommitListener) -> None:
         """Call ``listener(events)`` after every commit that appended events."""
-        self._commit_listeners.append(listener)
-
-    # -- pieces -----------------------------------------------------------------------------
-
-    def _entry_of(self, handler: HandlerDef) -> EntryHandler:
-        entry = self._entries.get(handler.qn)
-        if entry is None or self.registry.find_handler(handler.qn) is not handler:
-            entry = EntryHandler(handler.qn, resolve_agent_exposure(handler).risk)
-            self._entries[handler.qn] = entry
-        return entry
+        self.committed.listeners.append(listener)

@@ -16,6 +16,7 @@ from asanoha.platform.model import (
     SYSTEM_ROLE,
     EntityDef,
     HandlerDef,
+    Registry,
     SessionUser,
     instruction_fields,
 )
@@ -138,6 +139,25 @@ def write_in_query_denied(query: str, operation: str, target: str) -> AccessDeni
         query=query,
         operation=operation,
         target=target,
+    )
+
+
+def check_shared_write(
+    registry: Registry, entity_def: EntityDef, writer: str, operation: str
+) -> None:
+    """Refuse (403 ``shared_row_write_denied``) ``operation`` of a shared entity's row
+    (``Entity(shared=True)``: every tenant reads it) by ``writer`` (the handler, job or
+    consumer QN) of a feature not declared ``system_scope=``."""
+    if not entity_def.entity.shared:
+        return
+    feature = writer.split(":", 1)[0]
+    if registry.is_system_scope(feature):
+        return
+    raise AccessDeniedError(
+        Reasons.SHARED_ROW_WRITE_DENIED,
+        handler=writer,
+        entity=entity_def.key,
+        operation=operation,
     )
 
 

@@ -15,9 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asanoha.platform.model import EventDef, HandlerDef, Registry, SessionUser
-from asanoha.platform.service import gates
+from asanoha.platform.model.canvas import CANVAS_QN, Canvas
+from asanoha.platform.service import cross_tenant, gates
 from asanoha.platform.service.aggregates import AsOf, Loaded
-from asanoha.platform.service.executor import EntityExecutor, EntityReader
+from asanoha.platform.service.entity_reader import EntityReader
+from asanoha.platform.service.executor import EntityExecutor
 from asanoha.platform.service.feature_context import FeatureAccess, FeatureScope
 from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.raw_sql import RawSql, open_raw_sql
@@ -99,6 +101,14 @@ class QueryContext(FeatureAccess):
             self._request, name, self.user, feature=self.handler.feature, caller=self.handler.qn
         )
 
+    def tenant_entity(self, name: str, tenant_id: str, *, reason: str) -> EntityReader:
+        """Reads of entity ``name`` in another tenant, ``tenant_id``, as the caller: only in
+        a feature declared ``system_scope=``, each call leaving an audit event in that
+        tenant (see ``service/cross_tenant.py``); else 403 ``cross_tenant_read_denied``."""
+        return cross_tenant.tenant_reader(
+            self._service, self._request, self.handler, self.user, name, tenant_id, reason
+        )
+
     def query(self, qn: str, payload: Any) -> Any:
         """Run another query as the same caller, in this request."""
         return self._service.dispatch_query(qn, payload, self.user, parent=self._request)
@@ -131,9 +141,12 @@ class QueryContext(FeatureAccess):
         """Refused in a query: 403 ``write_in_query_denied``."""
         raise gates.write_in_query_denied(self.handler.qn, "dispatch", job_qn)
 
-    def start_workflow(self, workflow_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+    def start_workflow(
+        self, workflow_qn: str | Canvas, payload: dict[str, Any] | None = None
+    ) -> uuid.UUID:
         """Refused in a query: 403 ``write_in_query_denied``."""
-        raise gates.write_in_query_denied(self.handler.qn, "start_workflow", workflow_qn)
+        qn = workflow_qn if isinstance(workflow_qn, str) else CANVAS_QN
+        raise gates.write_in_query_denied(self.handler.qn, "start_workflow", qn)
 
     def load(self, aggregate: str, stream_id: str | uuid.UUID, *, as_of: AsOf | None = None) -> Any:
         """The state of aggregate ``aggregate`` (of this feature, or ``feature:name``)
@@ -217,7 +230,9 @@ class WriteContext(QueryContext):
             job_qn, payload, self.user, parent=self._request, trigger_name=self.handler.qn
         )
 
-    def start_workflow(self, workflow_qn: str, payload: dict[str, Any]) -> uuid.UUID:
+    def start_workflow(
+        self, workflow_qn: str | Canvas, payload: dict[str, Any] | None = None
+    ) -> uuid.UUID:
         """Start a run of the workflow ``workflow_qn`` on ``payload`` in this transaction
         (its steps run only if this write commits); the run's id."""
         return self._service.start_workflow(

@@ -47,7 +47,7 @@ from asanoha.platform.errors import (
 from asanoha.platform.model import SessionUser
 from asanoha.platform.personal import redaction
 from asanoha.platform.personal.vault import reveal, seal_known
-from asanoha.platform.service.approvals import canonical_json
+from asanoha.platform.service.canonical import canonical_json
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.store import Tables
 from asanoha.platform.store.backends import LOCK_NOT_AVAILABLE

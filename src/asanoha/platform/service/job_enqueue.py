@@ -4,7 +4,7 @@ A job is enqueued by placing its row in the caller's transaction (the outbox), s
 exactly when the write that asked for it commits. The rules of placing a row (concurrency
 keys, ``unique_for``, debounce) and the clocks of a row belong to ``platform.jobs``; this module builds the row's message (who asked, from which chain, for which
 request and trace) and validates what a caller may ask for (the job exists, its payload, its
-delay and priority). The write plan's triggered jobs, ``ctx.dispatch``, cron ticks, event
+delay and priority; the workflow or canvas a start names). The write plan's triggered jobs, ``ctx.dispatch``, cron ticks, event
 triggers, the job-admin handlers and the CLI all come through here.
 """
 
@@ -23,7 +23,8 @@ from asanoha.platform import telemetry
 from asanoha.platform.errors import NotFoundError, Reasons, ValidationError
 from asanoha.platform.jobs import enqueue, workflows
 from asanoha.platform.model import JobDef, Registry, SessionUser
-from asanoha.platform.model.workflows import WorkflowDef
+from asanoha.platform.model.canvas import Canvas, CanvasError, compile_canvas
+from asanoha.platform.model.workflows import WorkflowDef, canvas_workflow, stored_canvas
 from asanoha.platform.service import outbox
 from asanoha.platform.service.outbox import OutboxMessage
 from asanoha.platform.service.request import Request
@@ -80,6 +81,33 @@ class JobEnqueuer:
             raise ValidationError(handler=job_qn, fields=field_errors(error)) from None
         check_storable(body, job_qn)
         return JobRequest(job, body, countdown)
+
+    def check_workflow(
+        self, workflow: str | Canvas, payload: dict[str, Any] | None
+    ) -> tuple[WorkflowDef, dict[str, Any]]:
+        """The workflow a start names and the payload its run keeps: a declared workflow
+        (404 ``workflow_not_found``), or a canvas over declared jobs (``model/canvas``; 404
+        ``job_not_found``), none of them a workflow's step, its payloads in its jobs."""
+        if isinstance(workflow, str):
+            declared = self._registry.workflow(workflow)
+            if declared is None:
+                raise NotFoundError(Reasons.WORKFLOW_NOT_FOUND, workflow=workflow)
+            return declared, dict(payload or {})
+        if payload:
+            raise CanvasError("a canvas carries its payloads in job(qn, payload); pass none")
+
+        def check_job(job_qn: str) -> None:
+            job = self._registry.job(job_qn)
+            if job is None:
+                raise NotFoundError(Reasons.JOB_NOT_FOUND, job=job_qn)
+            if job.workflow_step is not None:
+                raise CanvasError(
+                    f"{job_qn} is a step of {job.workflow_step.workflow_qn}: it runs only in "
+                    "that workflow's runs"
+                )
+
+        ad_hoc = canvas_workflow(compile_canvas(workflow, check_job))
+        return ad_hoc, stored_canvas(ad_hoc)
 
     def place(
         self,

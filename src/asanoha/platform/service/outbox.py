@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection, and_, func, not_, or_, select
 
-from asanoha.platform.jobs import guards
+from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.message import OutboxMessage, OutboxPublisher, publish_each
 from asanoha.platform.jobs.publishing import mark_published
 from asanoha.platform.jobs.retention import boot_key
@@ -138,13 +138,27 @@ def count_unpublished(conn: Connection, tables: Tables) -> int:
     return int(conn.execute(query).scalar_one())
 
 
-def count_unfinished(conn: Connection, tables: Tables, paused: Collection[str] = ()) -> int:
+def count_unfinished(
+    conn: Connection,
+    tables: Tables,
+    paused: Collection[str] = (),
+    held: Collection[str] = (),
+) -> int:
     """How many job rows are pending or running: work that is not settled. The pending
-    rows of ``paused`` jobs wait for a resume, not for a worker: they are left out."""
+    rows of ``paused`` jobs wait for a resume, not for a worker, and those of ``held`` jobs
+    (a workflow's waits and approvals) for an event or a person until their timeout: they
+    are left out."""
     outbox = tables.outbox
     query = select(func.count()).select_from(outbox).where(outbox.c.state.in_((PENDING, RUNNING)))
     if paused:
         query = query.where(or_(outbox.c.state == RUNNING, outbox.c.job_qn.not_in(sorted(paused))))
+    if held:
+        waiting = and_(
+            outbox.c.state == PENDING,
+            outbox.c.job_qn.in_(sorted(held)),
+            guards.not_due(outbox, clocks.now()),
+        )
+        query = query.where(not_(waiting))
     return int(conn.execute(query).scalar_one())
 
 

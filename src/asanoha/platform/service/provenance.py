@@ -21,7 +21,7 @@ from sqlalchemy import Connection, func, insert, select
 
 from asanoha.platform.model import EntityDef, SessionUser, instruction_fields
 from asanoha.platform.model.users import ANONYMOUS_USER_ID
-from asanoha.platform.service.approvals import canonical_json
+from asanoha.platform.service.canonical import canonical_json
 from asanoha.platform.service.request import Request, principal_kind
 from asanoha.platform.store import StoredEvent, Tables
 

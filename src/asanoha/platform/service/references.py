@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Select, Table, bindparam, select
 
 from asanoha.platform.errors import ConflictError, Reasons, UnprocessableError
 from asanoha.platform.model import EntityDef, Registry
+from asanoha.platform.model.entity import SHARED_TENANT
 from asanoha.platform.model.registry import Reference
 from asanoha.platform.store import Tables
 from asanoha.platform.store.inserts import execute_bound
@@ -39,7 +40,9 @@ def check_references_exist(
         value = values.get(reference.field)
         if value is None:
             continue
-        if not _is_live(conn, tables, reference, tenant_id, value):
+        # A shared row is every tenant's to refer to.
+        target_tenant = SHARED_TENANT if reference.target.entity.shared else tenant_id
+        if not _is_live(conn, tables, reference, target_tenant, value):
             raise UnprocessableError(
                 Reasons.REFERENCE_NOT_FOUND,
                 entity=entity_def.key,
@@ -91,12 +94,13 @@ def check_delete_allowed(
     row_id: uuid.UUID,
 ) -> None:
     """Refuse (409 ``delete_restricted``, naming the blocking entity and field) deleting a
-    row that a live row of a restricting reference field refers to."""
+    row that a live row of a restricting reference field refers to (of any tenant, for a
+    shared row)."""
     for reference in restricting(registry, entity_def):
         table = tables.entity(reference.entity.key)
-        query = select(table.c.id).where(
-            table.c.tenant_id == tenant_id, table.c[reference.field] == row_id
-        )
+        query = select(table.c.id).where(table.c[reference.field] == row_id)
+        if not entity_def.entity.shared:
+            query = query.where(table.c.tenant_id == tenant_id)
         if reference.entity.entity.soft_delete:
             query = query.where(table.c.is_deleted.is_(False))
         if conn.execute(query.limit(1)).first() is not None:

@@ -1,85 +1,46 @@
-"""``App.workflows``: start a run, read it, cancel it, retry it.
+"""``App.workflows``: start a run, cancel it, retry it, approve its approval steps, read it.
 
 The run's rows belong to ``platform/jobs/workflows.py``; this module opens the unit of work
-they are written in and reads a run for its callers, its results revealed.
+they are written in (the caller's write, or the operator tenant's system user's) and checks
+who may do what to a run: an approval step is approved by a person its access (else the
+approvers given) admits, never an agent nor the principal of the agent that started the run,
+and a run is retried only after it failed (``retry_run``, the one way, ``app.jobs.retry`` of
+a step's row included). How a run reads, its results revealed, is ``workflow_reads``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
-from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
+from asanoha.platform.errors import (
+    AccessDeniedError,
+    ConflictError,
+    NotFoundError,
+    Reasons,
+    UnprocessableError,
+)
 from asanoha.platform.jobs import workflows
 from asanoha.platform.jobs.states import FAILED
-from asanoha.platform.model import SessionUser
-from asanoha.platform.service.request import Request
+from asanoha.platform.model import Access, SessionUser
+from asanoha.platform.model.canvas import Canvas
+from asanoha.platform.service.approvals import record_step_approval
+from asanoha.platform.service.request import Request, WriteOrigin
+from asanoha.platform.service.workflow_reads import (
+    RunSummary,
+    WorkflowRun,
+    list_runs,
+    read_run,
+    run_row,
+)
 from asanoha.platform.store import Tables
 
 if TYPE_CHECKING:
     from asanoha.platform.service.dispatch import Service
-
-
-@dataclass(frozen=True)
-class StepItem:
-    """One job row of a step (a mapped step has one per item)."""
-
-    item: int
-    job_id: uuid.UUID
-    state: str
-    attempts: int
-    result: Any = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class StepRun:
-    """A step of a run: its state, attempts (summed over its items), its result (a mapped
-    step's: the list of its items' results, in item order) or error, and its items."""
-
-    name: str
-    state: str
-    attempts: int
-    result: Any = None
-    error: str | None = None
-    items: tuple[StepItem, ...] = ()
-
-
-@dataclass(frozen=True)
-class WorkflowRun:
-    """A run as ``app.workflows.get`` reads it."""
-
-    id: uuid.UUID
-    workflow: str
-    state: str
-    steps: dict[str, StepRun] = field(default_factory=dict)
-    #: The last step's result (a succeeded run).
-    result: Any = None
-    error: str | None = None
-    failed_step: str | None = None
-    failed_item: int | None = None
-    created_at: dt.datetime | None = None
-    finished_at: dt.datetime | None = None
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """A run as a listing shows it."""
-
-    id: uuid.UUID
-    workflow_qn: str
-    tenant_id: str
-    state: str
-    failed_step: str | None
-    error: str | None
-    created_at: dt.datetime | None
-    finished_at: dt.datetime | None
 
 
 class Workflows:
@@ -91,19 +52,21 @@ class Workflows:
 
     def start(
         self,
-        workflow_qn: str,
+        workflow_qn: str | Canvas,
         payload: dict[str, Any] | None = None,
         user: SessionUser | None = None,
         *,
         within: Request | None = None,
     ) -> uuid.UUID:
         """Start a run of ``workflow_qn`` on ``payload`` as ``user`` (default: the operator
-        tenant's system user); its id. Inside ``within`` (a running write) the run starts
-        with that write's commit. Raises ``NotFoundError`` (404 ``workflow_not_found``)."""
+        tenant's system user); its id. ``workflow_qn`` may be a canvas over declared jobs
+        (``asanoha.chain``, ``group``, ``chord``, ``job``) instead. Inside ``within`` (a
+        running write) the run starts with that write's commit. Raises ``NotFoundError``
+        (404 ``workflow_not_found``)."""
         acting = user or (
             within.user if within is not None else SessionUser.system(self._operator_tenant)
         )
-        return self._service.start_workflow(workflow_qn, dict(payload or {}), acting, parent=within)
+        return self._service.start_workflow(workflow_qn, payload, acting, parent=within)
 
     def cancel(
         self,
@@ -149,6 +112,51 @@ class Workflows:
                 return self._read(request.conn, run_id, tenant_id)
         return self.get(run_id)
 
+    def approve(
+        self,
+        run_id: uuid.UUID | str,
+        step: str,
+        user: SessionUser,
+        *,
+        tenant_id: str | None = None,
+        approvers: Access | None = None,
+        channel: str = "api",
+        within: Request | None = None,
+        publish: bool = True,
+    ) -> WorkflowRun:
+        """``user`` approves the approval step ``step`` of the run ``run_id``, which waits
+        for it: the step succeeds (its result names the approver and the approval) and the
+        steps after it start. The approval is recorded like an agent call's, bound to the
+        run and the digest of its payload, and used once. Raises ``AccessDeniedError``
+        (403 ``agent.approver_is_agent``) for an agent principal, or the principal of the
+        agent that started the run; 403 ``role_required`` for a user the step's
+        ``access=`` (without one: ``approvers``, when given) does not admit; ``ConflictError`` (409 ``workflow_step_not_waiting``)
+        for a step the run has not reached, that was approved already, or whose run
+        ended; 422 ``workflow_step_not_approval``; 404 ``workflow_run_not_found`` (also for a
+        run of another tenant than ``tenant_id``, by default the approver's own unless it is
+        of the operator tenant), ``workflow_step_not_found``. Returns the run as it stands
+        afterwards."""
+        run_id = _run_id(run_id)
+        service = self._service
+        if tenant_id is None and user.tenant_id != self._operator_tenant:
+            # A person approves runs of their own tenant (the operator tenant's, any run).
+            tenant_id = user.tenant_id
+        with self._unit(within) as request:
+            run = self._row(request.conn, run_id, tenant_id)
+            approve_step(
+                request,
+                service,
+                run,
+                step,
+                user,
+                approvers=approvers,
+                channel=channel,
+                publish=publish,
+            )
+            if within is not None:
+                return self._read(request.conn, run_id, tenant_id)
+        return self.get(run_id)
+
     def get(
         self,
         run_id: uuid.UUID | str,
@@ -176,40 +184,15 @@ class Workflows:
     ) -> list[RunSummary]:
         """The newest runs first (of ``tenant_id``, in ``state``, of ``workflow_qn`` when
         given), at most ``limit``."""
-        runs = self._service.tables.workflow_runs
-        query = select(
-            runs.c.id,
-            runs.c.workflow_qn,
-            runs.c.tenant_id,
-            runs.c.state,
-            runs.c.failed_step,
-            runs.c.error,
-            runs.c.created_at,
-            runs.c.finished_at,
-        )
-        for column, value in (
-            (runs.c.tenant_id, tenant_id),
-            (runs.c.state, state),
-            (runs.c.workflow_qn, workflow_qn),
-        ):
-            if value is not None:
-                query = query.where(column == value)
-        query = query.order_by(runs.c.created_at.desc(), runs.c.id).limit(limit)
         with self._connection(within) as conn:
-            rows = conn.execute(query).all()
-        return [
-            RunSummary(
-                uuid.UUID(str(row.id)),
-                row.workflow_qn,
-                row.tenant_id,
-                row.state,
-                row.failed_step,
-                row.error,
-                row.created_at,
-                row.finished_at,
+            return list_runs(
+                conn,
+                self._service.tables,
+                tenant_id=tenant_id,
+                state=state,
+                workflow_qn=workflow_qn,
+                limit=limit,
             )
-            for row in rows
-        ]
 
     @contextlib.contextmanager
     def _unit(self, within: Request | None) -> Iterator[Request]:
@@ -229,72 +212,13 @@ class Workflows:
             yield conn
 
     def _read(self, conn: Connection, run_id: uuid.UUID, tenant_id: str | None) -> WorkflowRun:
-        tables = self._service.tables
-        items, outbox = tables.workflow_items, tables.outbox
-        run = self._row(conn, run_id, tenant_id)
-        step_rows = conn.execute(
-            select(tables.workflow_steps).where(tables.workflow_steps.c.run_id == run_id)
-        ).all()
-        item_rows = conn.execute(
-            select(items, outbox.c.attempt)
-            .join(outbox, outbox.c.id == items.c.job_id, isouter=True)
-            .where(items.c.run_id == run_id)
-            .order_by(items.c.step, items.c.item)
-        ).all()
-        # Opened with the same connection: inside a write (a handler) no second one is taken.
-        vault = self._service.personal.vault(conn)
-        workflow = self._service.registry.workflow(run.workflow_qn)
-        by_step: dict[str, list[StepItem]] = {}
-        for row in item_rows:
-            by_step.setdefault(row.step, []).append(
-                StepItem(
-                    row.item,
-                    uuid.UUID(str(row.job_id)),
-                    row.state,
-                    int(row.attempt or 0),
-                    vault.reveal(row.result),
-                    row.error,
-                )
-            )
-        steps: dict[str, StepRun] = {}
-        for step_row in step_rows:
-            found = by_step.get(step_row.step, [])
-            declared = None if workflow is None else workflow.steps.get(step_row.step)
-            mapped = declared is not None and declared.map is not None
-            results = [item.result for item in found]
-            errors = [item.error for item in found if item.error]
-            steps[step_row.step] = StepRun(
-                step_row.step,
-                step_row.state,
-                sum(item.attempts for item in found),
-                results if mapped else (results[0] if results else None),
-                errors[0] if errors else None,
-                tuple(found),
-            )
-        if workflow is not None:
-            # In declaration order.
-            steps = {name: steps[name] for name in workflow.steps if name in steps}
-        result = vault.reveal(run.result)
-        vault.carry()
-        return WorkflowRun(
-            uuid.UUID(str(run.id)),
-            run.workflow_qn,
-            run.state,
-            steps,
-            result,
-            run.error,
-            run.failed_step,
-            run.failed_item,
-            run.created_at,
-            run.finished_at,
+        service = self._service
+        return read_run(
+            conn, service.tables, service.personal, service.registry.workflow, run_id, tenant_id
         )
 
     def _row(self, conn: Connection, run_id: uuid.UUID, tenant_id: str | None = None) -> Any:
-        runs = self._service.tables.workflow_runs
-        row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
-        if row is None or (tenant_id is not None and row.tenant_id != tenant_id):
-            raise NotFoundError(Reasons.WORKFLOW_RUN_NOT_FOUND, id=str(run_id))
-        return row
+        return run_row(conn, self._service.tables, run_id, tenant_id)
 
 
 def retry_run(
@@ -316,6 +240,71 @@ def retry_run(
         raise ConflictError(Reasons.WORKFLOW_RUN_NOT_FAILED, id=str(run_id), state=state)
     if publish:
         request.outbox.extend(reopened.messages)
+
+
+def approve_step(
+    request: Request,
+    service: Service,
+    run: Any,
+    step: str,
+    user: SessionUser,
+    *,
+    approvers: Access | None,
+    channel: str,
+    publish: bool,
+) -> None:
+    """The approval of ``step`` of the run row ``run`` by ``user``, in ``request``'s
+    transaction (``Workflows.approve`` says what it checks and raises)."""
+    conn, tables = request.conn, service.tables
+    vault = service.personal.vault(conn)
+    payload = vault.reveal(run.payload)
+    workflow = workflows.workflow_of_run(
+        service.registry.workflow, run.workflow_qn, lambda: payload
+    )
+    declared = None if workflow is None else workflow.steps.get(step)
+    if declared is None:
+        raise NotFoundError(Reasons.WORKFLOW_STEP_NOT_FOUND, workflow=run.workflow_qn, step=step)
+    if declared.hold is None or declared.hold.kind != "approval":
+        raise UnprocessableError(
+            Reasons.WORKFLOW_STEP_NOT_APPROVAL, workflow=run.workflow_qn, step=step
+        )
+    origin = WriteOrigin.from_header(dict(run.headers).get("origin"))
+    # An agent never approves, nor its principal under a token without the agent claim:
+    # an approval is a person's consent to what the agent's run does next.
+    started_by_agent = origin.principal_kind == "agent" and origin.principal == user.id
+    if user.is_agent or started_by_agent:
+        raise AccessDeniedError(
+            Reasons.AGENT_APPROVER_IS_AGENT,
+            handler=declared.qn,
+            agent=user.agent or origin.agent_run,
+            principal=user.id,
+        )
+    access = declared.hold.access or approvers
+    if access is not None and not access.admits(user):
+        raise AccessDeniedError(Reasons.ROLE_REQUIRED, handler=declared.qn, roles=access.describe())
+    run_id = uuid.UUID(str(run.id))
+    approval_id = record_step_approval(
+        conn,
+        tables,
+        user,
+        step_qn=declared.qn,
+        run_id=run_id,
+        principal=origin.principal or str(dict(run.headers).get("triggered_by") or ""),
+        payload=payload,
+        channel=channel,
+    )
+    result = {"approved_by": user.id, "approval_id": str(approval_id)}
+    messages = workflows.resolve_held(
+        conn, tables, service.registry.workflow, run_id, declared.name, result
+    )
+    vault.carry()
+    if messages is None:
+        state = workflows.step_state(conn, tables, run_id, declared.name)
+        raise ConflictError(
+            Reasons.WORKFLOW_STEP_NOT_WAITING, id=str(run_id), step=step, state=state
+        )
+    if publish:
+        request.outbox.extend(messages)
 
 
 def _run_id(run_id: uuid.UUID | str) -> uuid.UUID:

@@ -41,7 +41,8 @@ from asanoha.platform.metrics import count_failed_write, count_write
 from asanoha.platform.model import HandlerDef, Registry, SessionUser
 from asanoha.platform.service import gates, idempotency
 from asanoha.platform.service.admission import Admission, open_request
-from asanoha.platform.service.approvals import Approvals, payload_digest
+from asanoha.platform.service.approvals import Approvals
+from asanoha.platform.service.canonical import payload_digest
 from asanoha.platform.service.handler_context import WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.job_enqueue import JobEnqueuer

@@ -149,7 +149,7 @@ def build_write_plan(
         ),
         PlanStep(
             "after_commit",
-            "service/dispatch.py",
+            "service/after_commit.py",
             "publish the job rows, wake consumers, run after_commit hooks; never fails the call",
         ),
     ]

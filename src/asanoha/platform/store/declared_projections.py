@@ -78,7 +78,7 @@ def rebuild_declared_projection(
     swap = swap_for(database.dialect)
     shadow = swap.shadow_of(live)
     report = progress or (lambda _: None)
-    replay = _Replay(tables, projection, shadow)
+    replay = ProjectionReplay(tables, projection, shadow)
     try:
         total = replay_into_shadow(database, shadow, replay, batch, report)
         with database.begin() as conn:
@@ -101,13 +101,25 @@ def rebuild_declared_projection(
     return ProjectionRebuildResult(projection.qn, replay.replayed, caught_up, restarted)
 
 
-class _Replay:
-    """The replay of a projection's events into the shadow, counting what it saw."""
+class ProjectionReplay:
+    """The replay of a projection's events into the shadow, counting what it saw: every
+    event of its types, or (an async projection's rebuild) those up to ``through`` that
+    ``keep`` admits (the ones its consumer has delivered)."""
 
-    def __init__(self, tables: Tables, projection: ProjectionDef, shadow: Table) -> None:
+    def __init__(
+        self,
+        tables: Tables,
+        projection: ProjectionDef,
+        shadow: Table,
+        *,
+        through: int | None = None,
+        keep: Callable[[StoredEvent], bool] | None = None,
+    ) -> None:
         self.tables = tables
         self.projection = projection
         self.shadow = shadow
+        self.through = through
+        self.keep = keep
         self.position = 0
         self.replayed = 0
         self.seen = 0
@@ -127,14 +139,22 @@ class _Replay:
             types=self.projection.on,
             opened=False,
         )
-        target = ProjectionTarget(self.shadow, conn)
-        for event in found:
-            self.projection.func(event, target)
+        if self.through is not None:
+            # Events past the last one to replay are left out: the short batch ends it.
+            found = [event for event in found if event.id <= self.through]
+        kept = found if self.keep is None else [event for event in found if self.keep(event)]
+        self.apply(conn, kept)
         if found:
             self.position = found[-1].id
-            self.replayed += len(found)
             self.seen += len(found)
         return len(found)
+
+    def apply(self, conn: Connection, events: list[StoredEvent]) -> None:
+        """Apply ``events`` to the shadow, in this order."""
+        target = ProjectionTarget(self.shadow, conn)
+        for event in events:
+            self.projection.func(event, target)
+        self.replayed += len(events)
 
     def missed_any(self, conn: Connection) -> bool:
         """Whether an event at or below the position committed after the replay passed it."""

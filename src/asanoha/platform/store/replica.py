@@ -54,6 +54,11 @@ _STANDBY_STATE = text(
     """
 )
 _HAS_REPLAYED = text(f"SELECT {_REPLAYED}")
+#: The primary's position past every commit so far (``ReadReplica.commit_position``).
+_COMMIT_POSITION = (
+    "SELECT CASE WHEN current_setting('synchronous_commit') = 'off'"
+    " THEN pg_current_wal_insert_lsn() ELSE pg_current_wal_flush_lsn() END"
+)
 
 
 #: The highest LSN, which no standby replays: the position handed to a writer when its
@@ -95,17 +100,21 @@ class ReadReplica:
         self._down_until = 0.0
 
     def commit_position(self) -> str:
-        """The primary's WAL insert position now: at or past every commit made before.
+        """A WAL position at or past every commit made before on the primary.
 
         Read after the commit, never inside the write's transaction: a transaction becomes
         visible on the standby when its commit record is replayed, and that record is
-        inserted by COMMIT itself, so a position read before it (on any connection) lies
-        before the record and a standby replayed up to it may still lack the write. Once
-        COMMIT has returned, the insert position of any connection is past the record; a
-        pooled connection serves as well as the write's own.
+        written by COMMIT itself, so a position read before it (on any connection) lies
+        before the record. Once a synchronous COMMIT has returned, its record is flushed:
+        the flush position of any connection is past it, and a pooled connection serves as
+        well as the write's own. The flush position, not the insert position: WAL inserted
+        but not flushed yet (another session's records) reaches the standby only with the
+        next flush, which on a quiet primary can be seconds away, and the writer would read
+        the primary that long. Where commits are asynchronous (``synchronous_commit=off``)
+        the record may not be flushed yet, so the insert position is the one that holds.
         """
         with self.primary.engine.connect() as conn:
-            return str(conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn()").scalar_one())
+            return str(conn.exec_driver_sql(_COMMIT_POSITION).scalar_one())
 
     def has_replayed(self, position: str) -> bool:
         """Whether the standby has replayed ``position`` (a ``commit_position``); raises the

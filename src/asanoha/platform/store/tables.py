@@ -173,6 +173,7 @@ class Tables:
     workflow_runs: Table
     workflow_steps: Table
     workflow_items: Table
+    workflow_waits: Table
     #: The sealed return value of each succeeded job row of a ``keep_result=True`` job.
     job_results: Table
 
@@ -489,7 +490,9 @@ def _cron_ticks_table(metadata: MetaData) -> Table:
 def _workflow_tables(metadata: MetaData) -> dict[str, Table]:
     """A workflow run (``asanoha_workflow_runs``), the state and counters of each of its
     steps (``asanoha_workflow_steps``), and one row per job row of a step
-    (``asanoha_workflow_items``: a mapped step has one per item) holding its sealed result."""
+    (``asanoha_workflow_items``: a mapped step has one per item) holding its sealed result;
+    one row per wait step of a run (``asanoha_workflow_waits``), written when the run starts,
+    that the first matching event marks."""
     runs = Table(
         "asanoha_workflow_runs",
         metadata,
@@ -535,7 +538,30 @@ def _workflow_tables(metadata: MetaData) -> dict[str, Table]:
         Column("error", Text, nullable=True),
         Index("uq_asanoha_workflow_items_job", "job_id", unique=True),
     )
-    return {"workflow_runs": runs, "workflow_steps": steps, "workflow_items": items}
+    waits = Table(
+        "asanoha_workflow_waits",
+        metadata,
+        Column("run_id", Uuid, primary_key=True),
+        Column("step", String(100), primary_key=True),
+        Column("workflow_qn", String(200), nullable=False),
+        Column("tenant_id", String(64), nullable=False),
+        Column("event_type", String(200), nullable=False),
+        # SHA-256 of the run payload's matched values: a wait's key without its values.
+        Column("match_key", String(64), nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        # The event that matched (``None``: none yet), set once; ``event``: the step's
+        # result it makes, sealed (its personal values stay ciphertext).
+        Column("event_id", BigInteger, nullable=True),
+        Column("event", Json, nullable=True),
+        Column("matched_at", Timestamp, nullable=True),
+        Index("ix_asanoha_workflow_waits_match", "event_type", "tenant_id", "match_key"),
+    )
+    return {
+        "workflow_runs": runs,
+        "workflow_steps": steps,
+        "workflow_items": items,
+        "workflow_waits": waits,
+    }
 
 
 def _job_results_table(metadata: MetaData) -> Table:
