@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from asanoha.platform.identity import TokenVerifier
     from asanoha.workers.celery_app import CeleryJobs
     from asanoha.workers.consumer_wake import ConsumerWaker
+
+
+log = logging.getLogger("asanoha.app")
 
 
 class DeferredCeleryPublisher:
@@ -124,6 +128,14 @@ class App:
         # Never derived from the public placeholder outside development: then a random key of
         # this process (asanoha serve on the embedded default signs with one of its own).
         approval_secret = self.settings.approval_signing_secret
+        if approval_secret is None and self.settings.has_identity_provider:
+            # Tokens come from the provider, so no shared secret signs approvals: each
+            # process keys its own, and another process refuses an approval this one issued.
+            log.warning(
+                "ASANOHA_APPROVAL_SECRET is not set: agent approvals are signed with a key of "
+                "this process only, which other API processes refuse. Set it to the same "
+                "long random value in every process."
+            )
         self.service = Service(
             self.registry,
             self.database,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from starlette.requests import Request as HttpRequest
 
 from asanoha.platform.errors import AuthenticationError, Reasons
@@ -27,6 +28,13 @@ class McpCallers:
     def __init__(self, tokens: Settings | TokenVerifier, stdio_token: str | None = None) -> None:
         self._tokens = verifier_of(tokens)
         self._stdio_token = stdio_token
+
+    async def caller(self, http_request: Any, agent_run: str | None = None) -> SessionUser:
+        """``user_of`` in a worker thread when checking the token may wait on the identity
+        provider or the database, so the event loop never does."""
+        if self._tokens.may_block:
+            return await anyio.to_thread.run_sync(self.user_of, http_request, agent_run)
+        return self.user_of(http_request, agent_run)
 
     def user_of(self, http_request: Any, agent_run: str | None = None) -> SessionUser:
         """The caller, marked as an agent principal (every MCP session is one).

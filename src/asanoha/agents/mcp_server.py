@@ -31,6 +31,7 @@ from asanoha.platform.feed.reader import FeedReader
 from asanoha.platform.feed.snapshot import handler_qn_of, recent_messages, resource_uri
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.agent_tools import AgentTool, find_agent_tool, list_agent_tools
+from asanoha.platform.model.scopes import admits_caller
 from asanoha.platform.service import RequestMeta, Service
 from asanoha.platform.service.idempotency import (
     IDEMPOTENCY_META_KEY,
@@ -70,7 +71,7 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
     async def list_tools(
         ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        user = callers.user_of(ctx.request)
+        user = await callers.caller(ctx.request)
         return types.ListToolsResult(
             tools=[to_mcp_tool(tool) for tool in list_agent_tools(registry, user)]
         )
@@ -80,7 +81,7 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
         tool_call = str(ctx.request_id) if ctx.request_id is not None else None
         run = meta.get(AGENT_RUN_META_KEY)
         try:
-            user = callers.user_of(ctx.request, run if isinstance(run, str) else None)
+            user = await callers.caller(ctx.request, run if isinstance(run, str) else None)
         except AsanohaError as error:
             return error_result(error, tool_call)
         tool = find_agent_tool(registry, user, params.name)
@@ -104,7 +105,7 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
     async def list_resources(
         ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        user = callers.user_of(ctx.request)
+        user = await callers.caller(ctx.request)
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -114,18 +115,18 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
                     mime_type="application/json",
                 )
                 for handler in registry.streams
-                if handler.access.admits(user)
+                if admits_caller(user, handler.qn, handler.access)
             ]
         )
 
     async def read_resource(
         ctx: Context, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        user = callers.user_of(ctx.request)
+        user = await callers.caller(ctx.request)
         uri = str(params.uri)
         qn = handler_qn_of(uri)
         handler = None if qn is None else registry.stream(qn)
-        if handler is None or not handler.access.admits(user):
+        if handler is None or not admits_caller(user, handler.qn, handler.access):
             # One the caller may not open answers as if it did not exist.
             raise MCPError(RESOURCE_NOT_FOUND, f"no resource {uri}")
         messages = await anyio.to_thread.run_sync(

@@ -22,6 +22,9 @@ NOTICES = {
     "consumer-disable": "The consumer was disabled.",
     "consumer-enable": "The consumer was enabled.",
     "token-revoked": "The token was revoked; it answers 401 token_revoked from now on.",
+    "config-set": "The setting was saved for this tenant.",
+    "secret-set": "The secret was saved, sealed; it is never shown again.",
+    "secret-removed": "The secret was removed.",
     "signed-out": "You are signed out; the session's token is revoked.",
 }
 

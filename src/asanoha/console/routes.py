@@ -139,17 +139,27 @@ class Console:
             Route(f"{path}/writes", self.page(self.writes), methods=["GET"]),
             Route(f"{path}/tokens", self.page(self.tokens), methods=["GET"]),
             Route(f"{path}/tokens/revoke", self.action(self.revoke_token), methods=["POST"]),
+            Route(f"{path}/settings", self.page(self.settings), methods=["GET"]),
+            Route(f"{path}/settings/config", self.action(self.set_config), methods=["POST"]),
+            Route(f"{path}/settings/secret", self.action(self.set_secret), methods=["POST"]),
             Route(f"{path}/live", self.live, methods=["GET"]),
             Mount(f"{path}/static", StaticFiles(directory=HERE / "static")),
         ]
 
     # -- sessions -------------------------------------------------------------------------
 
+    async def session_of(self, request: Request) -> Session | None:
+        """The request's session, its token checked in a worker thread when checking may
+        wait on the identity provider or the database (never on the event loop)."""
+        if self.parts.tokens.may_block:
+            return await run_in_threadpool(current_session, self.parts.tokens, request)
+        return current_session(self.parts.tokens, request)
+
     def page(self, render: Page) -> Callable[[Request], Awaitable[Response]]:
         """A GET page: without a session, a redirect to the login."""
 
         async def endpoint(request: Request) -> Response:
-            session = current_session(self.parts.tokens, request)
+            session = await self.session_of(request)
             if session is None:
                 return self.to_login(request)
             return await render(request, session)
@@ -161,7 +171,7 @@ class Console:
         CSRF token 403, and nothing is done."""
 
         async def endpoint(request: Request) -> Response:
-            session = current_session(self.parts.tokens, request)
+            session = await self.session_of(request)
             if session is None:
                 return self.to_login(request)
             try:
@@ -199,7 +209,7 @@ class Console:
     async def live(self, request: Request) -> Response:
         """The feed the pages' script follows; 401 without a session (``EventSource`` gives
         up on it, and the page shows it is no longer live)."""
-        session = current_session(self.parts.tokens, request)
+        session = await self.session_of(request)
         if session is None:
             return PlainTextResponse("no console session", status_code=401)
         return await live_stream(
@@ -216,7 +226,7 @@ class Console:
 
     async def login_form(self, request: Request) -> Response:
         """The login page (the Jobs page when already signed in)."""
-        if current_session(self.parts.tokens, request) is not None:
+        if await self.session_of(request) is not None:
             return RedirectResponse(f"{base_of(request)}/jobs", status_code=303)
         return self.login_page(request)
 
@@ -648,6 +658,78 @@ class Console:
             return _back(back, error=_message(answer))
         return _back(back, notice="token-revoked")
 
+    # -- settings -------------------------------------------------------------------------
+
+    async def settings(self, request: Request, session: Session) -> Response:
+        """The tenant's configuration, which secrets are set (never their values), which
+        toggleable features are on, and each entity's retention policy."""
+        answer = await calls.query(
+            self.parts.service, request, session.user, "config:query:list", {}
+        )
+        missing = _missing_feature(answer)
+        found = answer.data if answer.ok else {}
+        return self.render(
+            request,
+            "settings.html",
+            session=session,
+            title="Settings",
+            active="settings",
+            missing=missing,
+            problem=_problem(answer) if missing is None else None,
+            config=found.get("config", []),
+            secrets=found.get("secrets", []),
+            switches=found.get("features", []),
+            retention=[
+                {
+                    "entity": found.key,
+                    "keep_for": str(found.entity.retention.keep_for),
+                    "strategy": found.entity.retention.strategy,
+                }
+                for found in self.parts.registry.entities
+                if found.entity.retention is not None
+            ],
+        )
+
+    async def set_config(self, request: Request, session: Session) -> Response:
+        """Set a configuration key for the session's tenant through ``config:write:set``;
+        an empty value goes back to the default."""
+        form = await request.form()
+        back = f"{base_of(request)}/settings"
+        sent = form_text(form, "value").strip()
+        try:
+            value = json_field(form, "value", self.parts.settings) if sent else None
+        except ValidationError as error:
+            return _back(back, error=_message(calls.Answer(error=error)))
+        call = {
+            "feature": form_text(form, "feature") or None,
+            "key": form_text(form, "key"),
+            "value": value,
+        }
+        answer = await calls.write(
+            self.parts.service, request, session.user, "config:write:set", call
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="config-set")
+
+    async def set_secret(self, request: Request, session: Session) -> Response:
+        """Set or remove a secret of the session's tenant through ``secrets:write:set``; the
+        value goes no further than that call (the redirect names only the outcome)."""
+        form = await request.form()
+        back = f"{base_of(request)}/settings"
+        remove = form_text(form, "remove") == "1"
+        call = {
+            "feature": form_text(form, "feature"),
+            "name": form_text(form, "name"),
+            "value": None if remove else form_text(form, "value"),
+        }
+        answer = await calls.write(
+            self.parts.service, request, session.user, "secrets:write:set", call
+        )
+        if not answer.ok:
+            return _back(back, error=_message(answer))
+        return _back(back, notice="secret-removed" if remove else "secret-set")
+
     def is_operator(self, session: Session) -> bool:
         """Whether the principal is in the operator tenant (``ASANOHA_OPERATOR_TENANT``)."""
         return session.user.tenant_id == self.parts.settings.operator_tenant
@@ -726,15 +808,17 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
         if error is not None and error.reason == Reasons.HANDLER_NOT_FOUND:
             handler = str(error.details.get("handler", ""))
             name = (
-                "consumer_admin"
+                "consumer_admin.feature"
                 if handler.startswith("consumer-admin:")
-                else "token_admin"
+                else "token_admin.feature"
                 if handler.startswith("tokens:")
-                else "workflow_admin"
+                else "workflow_admin.feature"
                 if handler.startswith("workflow-admin:")
-                else "job_admin"
+                else "feature_config.features"
+                if handler.startswith(("config:", "secrets:"))
+                else "job_admin.feature"
             )
-            return f"asanoha.handlers.{name}.feature"
+            return f"asanoha.handlers.{name}"
     return None
 
 

@@ -44,7 +44,7 @@ class SetConfig(BaseModel):
 
 class ListConfig(BaseModel):
     """Every declared key (of one feature, if named) with the value that holds in the
-    caller's tenant, and which secrets are set."""
+    caller's tenant, which secrets are set, and whether each toggleable feature is on."""
 
     feature: str | None = Field(default=None, max_length=100)
 
@@ -69,15 +69,18 @@ def set_config(payload: SetConfig, ctx: WriteContext) -> dict[str, Any]:
 
 @config.query_handler("list", access=ADMINS, agent=HIGH_RISK)
 def list_config(payload: ListConfig, ctx: QueryContext) -> dict[str, Any]:
-    """The configuration of the caller's tenant, and which secrets it has set."""
+    """The configuration of the caller's tenant, which secrets it has set, and which
+    toggleable features are on in it (switched with ``asanoha features enable|disable``)."""
     conn = platform_request(ctx).conn
     settings = platform_settings(ctx)
     listed = settings.list_config(conn, ctx.tenant_id)
     present = settings.secrets_set(conn, ctx.tenant_id)
+    switches = settings.list_switches(conn, ctx.tenant_id)
     if payload.feature is not None:
         listed = [row for row in listed if row["feature"] == payload.feature]
         present = [row for row in present if row["feature"] == payload.feature]
-    return {"config": listed, "secrets": present}
+        switches = [row for row in switches if row["feature"] == payload.feature]
+    return {"config": listed, "secrets": present, "features": switches}
 
 
 @secrets.write_handler("set", access=ADMINS, agent=HIGH_RISK)

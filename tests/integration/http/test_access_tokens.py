@@ -212,8 +212,10 @@ def test_a_token_made_without_roles_is_granted_its_scopes_only(stack: Stack) -> 
         error = stack.http.write_err(
             "instructiongate:write:create-prompt-mid", {"label": "x"}, headers=bearer(token)
         )
-    assert_error(error, 403, "access_denied", "role_required")
-    assert listing(stack.http.client, bearer(token)) == (403, "role_required")
+    # Outside its scopes: refused as such, although no role of it would reach either.
+    assert_error(error, 403, "access_denied", "token_scope_denied")
+    assert error.details["handler"] == "instructiongate:write:create-prompt-mid"
+    assert listing(stack.http.client, bearer(token)) == (403, "token_scope_denied")
     [row] = store_of(stack).list("tenant-a")
     assert row["roles"] is None
 

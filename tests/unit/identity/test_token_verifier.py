@@ -157,3 +157,19 @@ def test_an_identity_provider_alone_needs_no_own_secret(server: JwksServer) -> N
     assert refused.value.details["cause"] == "unknown_kid"
     with pytest.raises(TokenRefusedError, match="ASANOHA_JWT_SECRET"):
         verifier.issue(SessionUser.of("u-1", "tenant-a"))
+
+
+def test_an_app_on_provider_tokens_alone_warns_that_approvals_stay_in_its_process(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from asanoha import App, Settings
+
+    caplog.set_level(logging.WARNING, logger="asanoha.app")
+    provider_only = Settings(jwt_jwks_url="http://127.0.0.1:9/jwks.json", development=False)
+    App([], provider_only)
+    assert "ASANOHA_APPROVAL_SECRET is not set" in caplog.text
+    caplog.clear()
+    App([], provider_only.model_copy(update={"approval_secret": "a" * 40}))
+    assert "ASANOHA_APPROVAL_SECRET" not in caplog.text

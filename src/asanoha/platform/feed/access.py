@@ -25,6 +25,7 @@ import pydantic_core
 
 from asanoha.platform.model import EntityDef, Registry, SessionUser
 from asanoha.platform.model.access import Access
+from asanoha.platform.model.scopes import admits_caller
 from asanoha.platform.service import field_access, ownership
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.platform_events import OPERATOR_ROLE, PLATFORM_STREAM_TYPES
@@ -62,7 +63,7 @@ class FeedAccess:
     ) -> None:
         self._registry = registry
         self._owner_rules = owner_rules
-        self._read_access: dict[str, Access | None] = {}
+        self._read_query: dict[str, tuple[str, Access] | None] = {}
         #: The tenant that operates every tenant (``ASANOHA_OPERATOR_TENANT``): its
         #: operators follow every tenant's job and workflow events, as its console lists
         #: every tenant's jobs and runs.
@@ -87,13 +88,13 @@ class FeedAccess:
         its rows with the events)."""
         return ownership.declared_rule(self._registry, entity_def, "read") is not None
 
-    def read_access(self, entity_def: EntityDef) -> Access | None:
-        """The rule of the entity's standard queries (``None``: it has none)."""
+    def read_query(self, entity_def: EntityDef) -> tuple[str, Access] | None:
+        """The QN and rule of the entity's standard queries (``None``: it has none)."""
         key = entity_def.key
-        if key not in self._read_access:
-            self._read_access[key] = next(
+        if key not in self._read_query:
+            self._read_query[key] = next(
                 (
-                    handler.access
+                    (handler.qn, handler.access)
                     for handler in self._registry.handlers
                     if handler.kind == "query"
                     and handler.crud is not None
@@ -102,7 +103,7 @@ class FeedAccess:
                 ),
                 None,
             )
-        return self._read_access[key]
+        return self._read_query[key]
 
     def visible(self, item: FeedItem, user: SessionUser) -> bool:
         """Whether ``user`` may receive ``item``."""
@@ -115,8 +116,9 @@ class FeedAccess:
             return OPERATOR_ROLE in user.roles or event.metadata.get("owner") == user.id
         if entity_def is None:
             return False
-        access = self.read_access(entity_def)
-        if access is None or not access.admits(user):
+        # Whom its read query admits: a scoped token's scopes must reach it as well.
+        query = self.read_query(entity_def)
+        if query is None or not admits_caller(user, *query):
             return False
         rule = self._owner_rules.rule(entity_def, "read", user)
         if rule is None:

@@ -73,9 +73,17 @@ def bearer_token(authorization: str | None) -> str | None:
 async def authenticate_request(
     verifier: TokenVerifier, request: Request, *, allow_anonymous: bool = False
 ) -> SessionUser:
-    """``authenticate`` for an endpoint: in a worker thread when checking may wait on the
-    identity provider or the database, so the event loop never does."""
-    authorization = request.headers.get("authorization")
+    """``authenticate`` for an endpoint, of its ``Authorization`` header."""
+    return await authenticate_off_loop(
+        verifier, request.headers.get("authorization"), allow_anonymous=allow_anonymous
+    )
+
+
+async def authenticate_off_loop(
+    verifier: TokenVerifier, authorization: str | None, *, allow_anonymous: bool = False
+) -> SessionUser:
+    """``authenticate`` in a worker thread when checking may wait on the identity provider
+    or the database, so the event loop never does."""
     if verifier.may_block and authorization:
         return await run_in_threadpool(
             authenticate, verifier, authorization, allow_anonymous=allow_anonymous

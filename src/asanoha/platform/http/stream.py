@@ -12,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import jwt
 from fastapi import FastAPI
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from asanoha.platform.errors import AccessDeniedError, AsanohaError, NotFoundError, Reasons
+from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.feed import FeedAccess, FeedFilter, FeedHub, FeedReader
 from asanoha.platform.feed.filters import FEED
-from asanoha.platform.http.auth import authenticate, bearer_token
+from asanoha.platform.http.auth import authenticate_off_loop, bearer_token
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME
 from asanoha.platform.http.wire import error_response, internal_error_response
 from asanoha.platform.model import SessionUser
 from asanoha.platform.model.handlers import StreamHandlerDef
+from asanoha.platform.service.admission import check_caller
 from asanoha.platform.service.platform_events import PLATFORM_EVENT_TYPES
 from asanoha.platform.service.validation import invalid_field
 
@@ -69,7 +69,11 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
         handler: StreamHandlerDef | None = None
         try:
             token = _token(request)
-            user = authenticate(settings, None if token is None else f"Bearer {token}")
+            # The verifier every route uses: revocations, personal access tokens and the
+            # provider's cached key set hold for a stream as for a call.
+            user = await authenticate_off_loop(
+                app.tokens, None if token is None else f"Bearer {token}"
+            )
             qn = request.path_params.get("qn")
             if qn is not None:
                 handler = _stream_handler(app, qn, user)
@@ -88,7 +92,7 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
             user,
             filter,
             after=after,
-            expires_at=None if token is None else _expiry(token),
+            expires_at=None if user.token_expires is None else float(user.token_expires),
             handler=handler,
         )
         return EventSourceResponse(
@@ -220,23 +224,13 @@ def _stream_handler(app: HttpParts, qn: str, user: SessionUser) -> StreamHandler
     handler = app.registry.stream(qn)
     if handler is None:
         raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn, kind="stream")
-    if not handler.access.admits(user):
-        raise AccessDeniedError(
-            Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
-        )
+    check_caller(user, handler.qn, handler.access)
     return handler
 
 
 def _token(request: Request) -> str | None:
     header = bearer_token(request.headers.get("authorization"))
     return header if header is not None else request.query_params.get(TOKEN_PARAMETER)
-
-
-def _expiry(token: str) -> float | None:
-    """When the (verified) token expires."""
-    claims = jwt.decode(token, options={"verify_signature": False})
-    exp = claims.get("exp")
-    return float(exp) if isinstance(exp, int | float) else None
 
 
 def _position(value: Any, name: str) -> int | None:

@@ -13,6 +13,7 @@ from asanoha.platform.model.agent import resolve_agent_exposure
 from asanoha.platform.model.agent_hints import ToolHints, derive_tool_hints
 from asanoha.platform.model.handlers import HandlerDef
 from asanoha.platform.model.registry import Registry
+from asanoha.platform.model.scopes import admits_caller, grants_call
 from asanoha.platform.model.users import SessionUser
 
 
@@ -66,15 +67,19 @@ def list_agent_tools(registry: Registry, user: SessionUser | None = None) -> lis
     return [
         AgentTool(handler, derive_tool_hints(handler))
         for handler in registry.handlers
-        if resolve_agent_exposure(handler).expose and (user is None or handler.access.admits(user))
+        if resolve_agent_exposure(handler).expose
+        and (user is None or admits_caller(user, handler.qn, handler.access))
     ]
 
 
 def find_agent_tool(registry: Registry, user: SessionUser, name: str) -> AgentTool | None:
-    """The tool ``name`` if ``user`` would see it listed; otherwise ``None``."""
+    """The tool ``name`` if ``user``'s roles reach it (listed unless a scoped token's
+    scopes leave it out); otherwise ``None``."""
     handler = registry.find_handler(name)
     if handler is None or not resolve_agent_exposure(handler).expose:
         return None
-    if not handler.access.admits(user):
+    # Outside a scoped token's scopes it exists: the call is refused by name
+    # (``token_scope_denied``).
+    if not grants_call(user, handler.qn, handler.access):
         return None
     return AgentTool(handler, derive_tool_hints(handler))

@@ -13,8 +13,8 @@ import pydantic
 from sqlalchemy import Connection
 
 from asanoha.platform.errors import AccessDeniedError, NotFoundError, Reasons
-from asanoha.platform.model import SYSTEM_ROLE, HandlerDef, Registry, SessionUser
-from asanoha.platform.model.scopes import scopes_admit
+from asanoha.platform.model import Access, HandlerDef, Registry, SessionUser
+from asanoha.platform.model.scopes import grants_call, scopes_admit
 from asanoha.platform.service.feature_settings import FeatureSettings
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import (
@@ -72,14 +72,7 @@ class Admission:
         handler = self._registry.find_handler(qn)
         if handler is None or handler.kind != kind:
             raise NotFoundError(Reasons.HANDLER_NOT_FOUND, handler=qn)
-        if not handler.access.admits(user) and not scopes_grant(user, handler):
-            raise AccessDeniedError(
-                Reasons.ROLE_REQUIRED, handler=handler.qn, roles=handler.access.describe()
-            )
-        if user.scopes is not None and not nested and not scopes_admit(user.scopes, handler.qn):
-            raise AccessDeniedError(
-                Reasons.TOKEN_SCOPE_DENIED, handler=handler.qn, scopes=sorted(user.scopes)
-            )
+        check_caller(user, handler.qn, handler.access, nested=nested)
         if self._switches is not None:
             self._switches.check_enabled(handler, user.tenant_id, conn)
         check_storable(payload, handler.qn)
@@ -99,16 +92,14 @@ class Admission:
         self.rate_limiter.check(handler, user, meta)
 
 
-def scopes_grant(user: SessionUser, handler: HandlerDef) -> bool:
-    """Whether a token whose scopes are its grant (made by an operator without roles)
-    reaches ``handler``: its scopes match, and a caller's role could reach it (never a
-    handler only the ``system`` user may call)."""
-    return (
-        user.scopes_grant
-        and user.scopes is not None
-        and scopes_admit(user.scopes, handler.qn)
-        and bool(handler.access.roles - {SYSTEM_ROLE})
-    )
+def check_caller(user: SessionUser, qn: str, access: Access, *, nested: bool = False) -> None:
+    """Refuse ``user`` a call of the handler ``qn`` whose rule is ``access``: 403
+    ``token_scope_denied`` outside a scoped token's scopes (whatever its roles; a ``nested``
+    call is admitted by the scopes of the call that entered it), else ``role_required``."""
+    if user.scopes is not None and not nested and not scopes_admit(user.scopes, qn):
+        raise AccessDeniedError(Reasons.TOKEN_SCOPE_DENIED, handler=qn, scopes=sorted(user.scopes))
+    if not grants_call(user, qn, access):
+        raise AccessDeniedError(Reasons.ROLE_REQUIRED, handler=qn, roles=access.describe())
 
 
 def open_request(

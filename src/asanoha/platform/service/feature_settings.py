@@ -99,6 +99,18 @@ class FeatureSettings:
         ).scalar_one_or_none()
         return default_on if stored is None else stored is True
 
+    def list_switches(self, conn: Connection, tenant_id: str) -> list[dict[str, Any]]:
+        """Every toggleable feature, whether it is on in the tenant, and whether it is on
+        where nobody switched it."""
+        return [
+            {
+                "feature": feature,
+                "enabled": self.is_enabled(conn, tenant_id, feature),
+                "default_on": default_on,
+            }
+            for feature, default_on in sorted(self.toggleable.items())
+        ]
+
     def set_enabled(
         self, conn: Connection, tenant_id: str, feature: str, enabled: bool, by: str | None
     ) -> None:
