@@ -65,3 +65,20 @@ def test_a_revoked_token_opens_no_stream(stack: Stack, served: Served) -> None:
     )
     assert revoked.status_code == 200, revoked.text
     assert refusal(served, signed) == (401, "token_revoked")
+
+
+def test_an_open_stream_ends_with_reauth_once_its_token_is_revoked(
+    stack: Stack, served: Served
+) -> None:
+    token = personal_token(stack, "crm:*")
+    token_id = stack.app.tokens.verify(token).token_id
+    assert token_id is not None
+    with open_stream(served.base_url, token, {"types": "crm:event:*"}) as stream:
+        stream.read_until(lambda s: b"retry:" in s.raw)
+        first = stack.http.write_ok("crm:write:ticket:create", {"title": "Before"}, ADMIN)
+        stream.read_until(lambda s: any(m.json["streamId"] == first["id"] for m in s.events))
+        stack.app.tokens.access_tokens.revoke(ADMIN.tenant_id, token_id, revoked_by="test")
+        stream.read_to_end()
+    [reauth] = [message for message in stream.messages if message.event == "reauth"]
+    assert reauth.json["reason"] == "token_revoked"
+    assert reauth.json["lastEventId"] == stream.ids[-1]

@@ -10,7 +10,10 @@ see, encoded once per set of hidden fields.
 Each subscription has a bounded queue. A client that does not keep up (its socket does not
 drain) is dropped once ``buffer`` messages wait: it gets ``event: overflow`` with the last id
 it was sent and resumes from there. So one slow client costs its queue, never the others'
-time. A client whose token expires gets ``event: reauth`` and the stream ends.
+time. A client whose token expires, or is revoked, gets ``event: reauth`` and the stream
+ends: the hub asks which of its clients' tokens were revoked every
+``REVOCATION_CHECK_SECONDS`` (one call for all of them, answered from the verifier's cached
+revocations), so a revoked token stops receiving within the time any call is refused.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import pydantic_core
 
@@ -37,6 +40,8 @@ from asanoha.platform.store import StoredEvent
 CATCH_UP_PAGE = 500
 #: Bytes of waiting messages sent in one write.
 COALESCE_BYTES = 64 * 1024
+#: Seconds between two checks of the clients' tokens against the revocations.
+REVOCATION_CHECK_SECONDS = 2.0
 
 log = logging.getLogger("asanoha.feed")
 
@@ -71,6 +76,8 @@ class Subscription:
         self.queue: collections.deque[tuple[int, bytes]] = collections.deque()
         self.overflowed = False
         self.closed = False
+        #: Its token was revoked: the stream ends with ``reauth`` and sends nothing more.
+        self.revoked = False
         self._ready = asyncio.Event()
 
     def offer(self, event_id: int, message: bytes) -> bool:
@@ -86,6 +93,11 @@ class Subscription:
         self.queue.append((event_id, message))
         self._ready.set()
         return True
+
+    def revoke(self) -> None:
+        """End the stream at once: its token was revoked."""
+        self.revoked = True
+        self._ready.set()
 
     def close(self) -> None:
         """End the stream once what is queued is sent (the client reconnects and resumes)."""
@@ -111,9 +123,13 @@ class FeedHub:
         *,
         buffer: int,
         poll_interval: float,
+        revoked: Callable[[SessionUser], bool] | None = None,
     ) -> None:
         self._reader = reader
         self._access = access
+        #: Whether a client's token was revoked since it subscribed (``None``: not asked).
+        self._revoked = revoked
+        self._revocations_checked = time.monotonic()
         self.buffer = buffer
         self.poll_interval = poll_interval
         self._subscriptions: set[Subscription] = set()
@@ -214,6 +230,11 @@ class FeedHub:
                 # past those. It resumes from the last id of the catch-up instead.
                 return
             while True:
+                if subscription.revoked:
+                    yield sse.control_message(
+                        "reauth", {"lastEventId": subscription.last_id, "reason": "token_revoked"}
+                    )
+                    return
                 if subscription.overflowed:
                     yield sse.control_message("overflow", {"lastEventId": subscription.last_id})
                     return
@@ -328,6 +349,28 @@ class FeedHub:
                 # sees both or neither.
                 self._fan_out(items)
                 self._position = batch.watermark
+            await self._end_revoked()
+
+    async def _end_revoked(self) -> None:
+        """End the streams whose tokens were revoked, every ``REVOCATION_CHECK_SECONDS``."""
+        revoked = self._revoked
+        now = time.monotonic()
+        if revoked is None or now - self._revocations_checked < REVOCATION_CHECK_SECONDS:
+            return
+        self._revocations_checked = now
+        subscriptions = list(self._subscriptions)
+        if not subscriptions:
+            return
+        try:
+            # In a thread: the verifier re-reads the revocations now and then.
+            ended = await asyncio.to_thread(
+                lambda: [each for each in subscriptions if revoked(each.user)]
+            )
+        except Exception:
+            log.warning("the feed could not check its clients' tokens", exc_info=True)
+            return
+        for subscription in ended:
+            subscription.revoke()
 
     def _fan_out(self, items: Sequence[FeedItem]) -> None:
         for subscription in list(self._subscriptions):

@@ -55,7 +55,11 @@ def build_feed_hub(app: HttpParts) -> FeedHub:
         limit=min(1000, settings.stream_buffer),
     )
     hub = FeedHub(
-        reader, access, buffer=settings.stream_buffer, poll_interval=settings.stream_poll_interval
+        reader,
+        access,
+        buffer=settings.stream_buffer,
+        poll_interval=settings.stream_poll_interval,
+        revoked=app.tokens.is_revoked,
     )
     service.add_commit_listener(hub.notify)
     return hub

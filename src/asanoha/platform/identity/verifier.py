@@ -149,6 +149,17 @@ class TokenVerifier:
             raise AuthenticationError(Reasons.TOKEN_REVOKED, jti=jti)
         return user.with_token(jti, int(claims["exp"]))
 
+    def is_revoked(self, user: SessionUser) -> bool:
+        """Whether the token ``user`` was verified from has been revoked since (as of the
+        revocations' cache: a personal access token's revocation is among them too)."""
+        revocations = self.revocations
+        token_id = user.token_id
+        return (
+            revocations is not None
+            and token_id is not None
+            and revocations.is_revoked(user.tenant_id, token_id)
+        )
+
     def claims_of(self, token: str) -> dict[str, Any]:
         """The verified claims of a JWT (not of a personal access token)."""
         return self._verified_claims(token)[0]
