@@ -4,7 +4,7 @@ declared projection from its events beside live writes."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,24 +26,10 @@ projections = typer.Typer(
 def list_projections(app: AppOption, as_json: JsonOption = False) -> None:
     """The declared projections: table, mode, the events they follow, and for an async one
     its consumer's position, lag and status (``asanoha consumers`` operates it)."""
+    from asanoha.platform.consumers.projections import describe_projections
+
     loaded = load_app(app)
-    statuses = {status.name: status for status in loaded.consumers.status()}
-    rows: list[dict[str, Any]] = []
-    for declared in loaded.registry.projections:
-        status = statuses.get(declared.consumer_qn) if declared.mode == "async" else None
-        rows.append(
-            {
-                "projection": declared.qn,
-                "table": declared.table.name,
-                "mode": declared.mode,
-                "on": list(declared.on),
-                "consumer": declared.consumer_qn if declared.mode == "async" else None,
-                "partitions": declared.partitions,
-                "position": None if status is None else status.position,
-                "lag": 0 if declared.mode == "inline" else (None if status is None else status.lag),
-                "status": "inline" if status is None else status.status,
-            }
-        )
+    rows = describe_projections(loaded.registry, loaded.consumers.status())
     if as_json:
         print_json({"projections": rows})
         return

@@ -136,6 +136,7 @@ class Console:
                 self.action(self.consumer_operation),
                 methods=["POST"],
             ),
+            Route(f"{path}/projections", self.page(self.projections), methods=["GET"]),
             Route(f"{path}/writes", self.page(self.writes), methods=["GET"]),
             Route(f"{path}/tokens", self.page(self.tokens), methods=["GET"]),
             Route(f"{path}/tokens/revoke", self.action(self.revoke_token), methods=["POST"]),
@@ -613,6 +614,27 @@ class Console:
             return _back(back, error=_message(answer))
         return _back(back, notice=f"consumer-{operation}")
 
+    # -- projections ----------------------------------------------------------------------
+
+    async def projections(self, request: Request, session: Session) -> Response:
+        """Every declared projection: table, mode, events, and an async one's lag."""
+        answer = await calls.query(
+            self.parts.service, request, session.user, "projection-admin:query:list", {}
+        )
+        missing = _missing_feature(answer)
+        return self.render(
+            request,
+            "projections.html",
+            session=session,
+            title="Projections",
+            active="projections",
+            # An async projection moves as its consumer does.
+            live="consumers",
+            missing=missing,
+            problem=_problem(answer) if missing is None else None,
+            projections=answer.data if answer.ok else [],
+        )
+
     # -- writes ---------------------------------------------------------------------------
 
     async def writes(self, request: Request, session: Session) -> Response:
@@ -816,6 +838,8 @@ def _missing_feature(*answers: calls.Answer) -> str | None:
                 if handler.startswith("workflow-admin:")
                 else "feature_config.features"
                 if handler.startswith(("config:", "secrets:"))
+                else "projection_admin.feature"
+                if handler.startswith("projection-admin:")
                 else "job_admin.feature"
             )
             return f"asanoha.handlers.{name}"

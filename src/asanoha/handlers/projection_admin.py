@@ -1,5 +1,6 @@
-"""Projection rebuilds as a handler for system administrators. Add
-``projection_admin.feature`` to an application's features to expose it (over HTTP).
+"""Projection rebuilds and the list of declared projections as handlers for system
+administrators. Add ``projection_admin.feature`` to an application's features to expose them
+(over HTTP; the console's Projections page lists through ``projection-admin:query:list``).
 
 ``projection-admin:write:rebuild`` rebuilds the caller's tenant's rows of an entity from its
 events in a job (``projection-admin:job:rebuild``): a guarded rebuild runs in transactions of
@@ -16,14 +17,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from asanoha.handlers.consumer_admin import SYSTEM_ADMIN_ROLE
+from asanoha.platform.consumers import operations
+from asanoha.platform.consumers.projections import describe_projections
 from asanoha.platform.errors import Reasons, UnprocessableError
 from asanoha.platform.model import Access, Feature
-from asanoha.platform.service import WriteContext
+from asanoha.platform.service import QueryContext, WriteContext
 from asanoha.platform.service.handler_context import (
     platform_jobs,
     platform_registry,
     platform_request,
 )
+from asanoha.platform.store import platform_tables
 
 if TYPE_CHECKING:
     from asanoha.platform.service import Service
@@ -94,6 +98,37 @@ def rebuild(payload: RebuildRequest, ctx: WriteContext) -> dict[str, Any]:
         REBUILD_JOB, payload.model_dump(), user=ctx.user, within=platform_request(ctx)
     )
     return {"id": str(job_id), "job": REBUILD_JOB, "state": "pending"}
+
+
+class NoPayload(BaseModel):
+    """Takes nothing."""
+
+
+@feature.query_handler(
+    "list",
+    access=SYSTEM_ADMINS,
+    replica=True,
+    description=(
+        "Every declared projection: its table, mode and events, and for an async one its "
+        "consumer's position, lag and status (outside the operator tenant: its own lag)."
+    ),
+)
+def list_projections(payload: NoPayload, ctx: QueryContext) -> list[dict[str, Any]]:
+    """The declared projections with their lag: every tenant's for an operator, the
+    caller's tenant's else (as the consumers' status shows it)."""
+    registry = platform_registry(ctx)
+    names = [found.consumer_qn for found in registry.projections if found.mode == "async"]
+    statuses = (
+        operations.consumer_statuses(
+            platform_request(ctx).conn,
+            platform_tables(),
+            names,
+            tenant_id=None if ctx.in_operator_tenant else ctx.tenant_id,
+        )
+        if names
+        else []
+    )
+    return describe_projections(registry, statuses)
 
 
 def _service_of(ctx: JobContext) -> Service:

@@ -4,24 +4,27 @@ delivered once, in order per stream."""
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from celery.signals import before_task_publish
+from celery.signals import before_task_publish, task_prerun
 
 from asanoha import Feature
 from asanoha.platform.store.events import partition_key
 from asanoha.testing import TestUsers
-from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
+from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME, ROUND_BUDGET
 from tests.integration.consumers.conftest import Recorder, ledger
 
 PARTITIONS = 4
 WRITES = 200
-#: Wake-up tasks a burst may publish per partition: the first, a hand-over every two seconds
-#: of rounds, and follow-ups of a cursor the drain held (the writes of a burst share rounds).
+#: Wake-up tasks a burst may publish per partition besides its hand-overs (one every
+#: ``ROUND_BUDGET`` seconds of rounds, so their number follows how long the burst takes on
+#: the machine): the first, and follow-ups of a cursor the drain held.
 TASKS_PER_PARTITION = 6
 NAME = "ledger:consumer:follow"
 #: The wake-up tasks are the only driver besides ``drain()``.
@@ -50,6 +53,9 @@ class Published:
     def __init__(self) -> None:
         self.tasks: list[tuple[str, str]] = []
         self.args: list[tuple[str, tuple[Any, ...]]] = []
+        #: Wake-up tasks published and not yet started, and the most there ever were.
+        self.waiting = 0
+        self.most_waiting = 0
         self._lock = threading.Lock()
 
     def __call__(
@@ -58,6 +64,15 @@ class Published:
         with self._lock:
             self.tasks.append((str(sender), routing_key))
             self.args.append((str(sender), tuple(body[0]) if body else ()))
+            if str(sender) == ADVANCE_TASK_NAME:
+                self.waiting += 1
+                self.most_waiting = max(self.most_waiting, self.waiting)
+
+    def started(self, sender: Any = None, **_: Any) -> None:
+        """A task started in this process's worker (``task_prerun``)."""
+        if getattr(sender, "name", None) == ADVANCE_TASK_NAME:
+            with self._lock:
+                self.waiting -= 1
 
     def partitions_woken(self, name: str) -> set[int]:
         """The partitions of the consumer ``name`` whose wake-up tasks were published."""
@@ -76,10 +91,12 @@ class Published:
 def published() -> Iterator[Published]:
     record = Published()
     before_task_publish.connect(record, weak=False)
+    task_prerun.connect(record.started, weak=False)
     try:
         yield record
     finally:
         before_task_publish.disconnect(record)
+        task_prerun.disconnect(record.started)
 
 
 def _write_burst(stack: Any, writes: int = WRITES) -> list[int]:
@@ -107,13 +124,22 @@ def test_a_burst_of_writes_publishes_a_few_wake_up_tasks_per_partition(consumer_
     recorder = Counted(WRITES)
     stack = consumer_stack([ledger(recorder, partitions=PARTITIONS)], jobs=True, settings=LIVE)
     prefix = stack.app.settings.queue_prefix
+    began = time.monotonic()
     ids = _write_burst(stack)
     # The wake-up tasks alone deliver the burst.
     assert recorder.complete.wait(WAIT)
+    took = time.monotonic() - began
     stack.drain(timeout=60)
 
     wakes = published.of(ADVANCE_TASK_NAME, prefix)
-    assert 1 <= len(wakes) <= PARTITIONS * TASKS_PER_PARTITION, len(wakes)
+    # Never more waiting in the broker than there are partitions, however fast the writes.
+    assert published.most_waiting <= PARTITIONS, published.most_waiting
+    # A few per partition, not one per write: how many hand-overs follows the burst's time.
+    hand_overs = math.ceil(took / ROUND_BUDGET)
+    assert 1 <= len(wakes) <= PARTITIONS * (TASKS_PER_PARTITION + hand_overs) < WRITES, (
+        len(wakes),
+        took,
+    )
     _delivered_once_in_order(recorder, ids)
 
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
 from asanoha.platform.consumers.context import ConsumerContext, platform_unit
 from asanoha.platform.consumers.cursors import Cursor, lock_cursor_rows, read_cursors
+from asanoha.platform.consumers.operations import ConsumerStatus
 from asanoha.platform.model import ConsumerDef, Registry
 from asanoha.platform.model.projections import ProjectionDef
 from asanoha.platform.store import EVENT_COLUMNS, StoredEvent, Tables
@@ -59,6 +61,36 @@ def projection_consumers(registry: Registry) -> tuple[ConsumerDef, ...]:
         for projection in registry.projections
         if projection.mode == "async"
     )
+
+
+def describe_projections(
+    registry: Registry, statuses: Iterable[ConsumerStatus]
+) -> list[dict[str, Any]]:
+    """Each declared projection as ``asanoha projections list``, the console and
+    ``projection-admin:query:list`` show it: table, mode, the events it follows and, for an
+    async one, its consumer's position, lag and status (from ``statuses``)."""
+    by_name = {status.name: status for status in statuses}
+    described: list[dict[str, Any]] = []
+    for declared in registry.projections:
+        is_async = declared.mode == "async"
+        status = by_name.get(declared.consumer_qn) if is_async else None
+        described.append(
+            {
+                "projection": declared.qn,
+                "table": declared.table.name,
+                "mode": declared.mode,
+                "on": list(declared.on),
+                "consumer": declared.consumer_qn if is_async else None,
+                "partitions": declared.partitions,
+                "position": None if status is None else status.position,
+                # Inline: kept in each write's transaction, never behind.
+                "lag": 0 if not is_async else (None if status is None else status.lag),
+                "status": "inline"
+                if not is_async
+                else ("unknown" if status is None else status.status),
+            }
+        )
+    return described
 
 
 def _keeper(projection: ProjectionDef) -> Callable[[StoredEvent, ConsumerContext], None]:
