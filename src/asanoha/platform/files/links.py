@@ -45,7 +45,9 @@ class FileLinks:
     def check(self, tenant_id: str, file_id: uuid.UUID, expires: int, signature: str) -> None:
         """Refuse (403 ``file_url_invalid``) a link that is expired or was not minted here."""
         expected = self._signature(tenant_id, file_id, expires)
-        if not hmac.compare_digest(expected, signature):
+        # Compared as bytes: a link's text may hold any character.
+        given = signature.encode("utf-8", "replace")
+        if not hmac.compare_digest(expected.encode(), given):
             raise AccessDeniedError(Reasons.FILE_URL_INVALID, id=str(file_id), problem="forged")
         if expires < time.time():
             raise AccessDeniedError(Reasons.FILE_URL_INVALID, id=str(file_id), problem="expired")

@@ -14,9 +14,10 @@ A download needs no bearer token: the link a read minted for a caller who may re
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote
 
 from fastapi import FastAPI
@@ -74,19 +75,35 @@ def add_file_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) ->
                 raise _too_large(limit)
             if not request.headers.get("content-type", "").startswith("multipart/form-data"):
                 raise _no_file("send multipart/form-data with a part named 'file'")
+            # A part without a filename is read as a field (in memory, as large as a file
+            # may be): it is taken as the file's content all the same.
             parser = MultiPartParser(
-                request.headers, _counted(request, limit), max_files=1, max_fields=0
+                request.headers,
+                _counted(request, limit),
+                max_files=2,
+                max_fields=2,
+                max_part_size=limit + 1,
             )
             try:
                 form = await parser.parse()
             except MultiPartException as exc:
                 raise _no_file(f"the multipart body cannot be read: {exc.message}") from None
+            others = sorted(name for name in form if name != FILE_PART)
+            if others:
+                raise _no_file(f"send one part named 'file' and no other (got {others})")
             part = form.get(FILE_PART)
-            if not isinstance(part, UploadFile):
-                raise _no_file("send the file in a part named 'file' (with a filename)")
-            result = await run_in_threadpool(
-                files.upload, user, part.filename or FILE_PART, part.content_type, part.file
-            )
+            if isinstance(part, str):
+                content: BinaryIO = io.BytesIO(part.encode())
+                name, content_type = FILE_PART, None
+            elif isinstance(part, UploadFile):
+                content, name, content_type = (
+                    part.file,
+                    part.filename or FILE_PART,
+                    part.content_type,
+                )
+            else:
+                raise _no_file("send the file in a part named 'file'")
+            result = await run_in_threadpool(files.upload, user, name, content_type, content)
         except AsanohaError as error:
             return error_response(request, error)
         except Exception as exc:
@@ -147,6 +164,7 @@ def add_file_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) ->
                             "type": "object",
                             "properties": {FILE_PART: {"type": "string", "format": "binary"}},
                             "required": [FILE_PART],
+                            "additionalProperties": False,
                         }
                     }
                 },
