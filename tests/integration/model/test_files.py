@@ -14,9 +14,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import func, select
 
-from asanoha import Access, Entity, Feature, UnprocessableError, fields
+from asanoha import Access, Agent, Entity, Feature, UnprocessableError, WriteContext, fields
 from asanoha.handlers import personal_data
 from asanoha.platform.errors import DefinitionError
 from asanoha.platform.model import Registry
@@ -46,6 +47,18 @@ archive.crud(
     read=Access(roles=["Admin", "User"]),
     descriptions={"create": "Create a document with its files."},
 )
+
+
+class Erase(BaseModel):
+    id: str
+
+
+@archive.write_handler("erase", access=Access(roles=["Admin"]), agent=Agent(risk="high"))
+def erase(payload: Erase, ctx: WriteContext) -> Any:
+    """Forget a document through the executor (its own subject)."""
+    return ctx.entity("document").forget(payload.id)
+
+
 CREATE, UPDATE = "archive:write:document:create", "archive:write:document:update"
 DETAIL, LIST = "archive:query:document:detail", "archive:query:document:list"
 
@@ -375,3 +388,18 @@ def test_a_refused_write_attaches_nothing(stack: Any) -> None:
         )
     [row] = file_rows(stack)
     assert row.row_id is None and row.entity is None
+
+
+def test_a_row_forgotten_through_the_executor_or_in_a_batch_loses_its_files(stack: Any) -> None:
+    first = uploaded(stack, PDF, "a.pdf", "application/pdf")
+    second = uploaded(stack, PNG, "b.png", "image/png")
+    one = stack.http.write_ok(CREATE, {"title": "one", "attachment": first["id"]}, ADMIN)
+    two = stack.http.write_ok(CREATE, {"title": "two", "photo": second["id"]}, ADMIN)
+    stack.http.write_ok("archive:write:erase", {"id": str(one["id"])}, ADMIN)
+    assert [p.name for p in stored_paths(stack)] == [second["id"]]
+    # A batch item's forget (here the second item's) is purged after the batch commits.
+    stack.http.batch_ok(
+        [(CREATE, {"title": "three"}), ("archive:write:erase", {"id": str(two["id"])})], ADMIN
+    )
+    assert stored_paths(stack) == []
+    assert all(r.deleted_at is not None and r.purged_at is not None for r in file_rows(stack))

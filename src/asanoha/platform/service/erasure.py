@@ -63,4 +63,4 @@ def forget_subject(
         forget_blind_indexes(conn, personal.tables, tenant_id, subject)
     # The files its row holds are deleted: marked here, their content after the commit.
     if files.forget_row_files(conn, personal.tables, tenant_id, subject):
-        request.files_forgotten = True
+        request.files_forgotten.append(subject)
