@@ -254,6 +254,7 @@ def test_forgetting_a_subject_deletes_its_files(stack: Any) -> None:
     for gone in (pdf, photo):
         assert rows[gone["id"]].deleted_at is not None
         assert rows[gone["id"]].purged_at is not None
+        assert (rows[gone["id"]].name, rows[gone["id"]].sha256) == ("[forgotten]", "")
     assert rows[kept["id"]].deleted_at is None
     assert [p.name for p in stored_paths(stack)] == [kept["id"]]
     # Its link finds nothing, its row reads no file, and no write may name it again.

@@ -119,10 +119,16 @@ def attach_file(
     )
 
 
+#: What a forgotten file's name reads: its name may say whose it was.
+FORGOTTEN_NAME = "[forgotten]"
+
+
 def mark_subject_files_deleted(
     conn: Connection, tables: Tables, tenant_id: str, row_id: str
 ) -> int:
-    """Mark the live files the row ``row_id`` holds as deleted; how many there were."""
+    """Mark the live files the row ``row_id`` holds as deleted, their name and digest cleared
+    (a name may say whose the file was, a digest tells a known content); how many there
+    were."""
     files = tables.files
     done = conn.execute(
         update(files)
@@ -131,7 +137,7 @@ def mark_subject_files_deleted(
             files.c.row_id == row_id,
             files.c.deleted_at.is_(None),
         )
-        .values(deleted_at=dt.datetime.now(dt.UTC))
+        .values(deleted_at=dt.datetime.now(dt.UTC), name=FORGOTTEN_NAME, sha256="")
     )
     return int(done.rowcount or 0)
 
