@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -221,6 +221,29 @@ def test_uploads_outside_the_limits_are_refused_and_nothing_is_stored(stack: Any
         assert (error["code"], error["reason"]) == (code, reason)
         assert len(file_rows(stack)) == before
         assert stored_paths(stack) == []
+    # Sent in chunks without a length, the body is counted while it streams in.
+    boundary = "asanoha-boundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.pdf"\r\n'
+        "Content-Type: application/pdf\r\n\r\n"
+    ).encode()
+
+    def chunks() -> Iterator[bytes]:
+        yield head
+        for _ in range(40):
+            yield b"z" * 1000
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    streamed = stack.http.client.post(
+        "/api/files",
+        content=chunks(),
+        headers={
+            **stack.http.headers_for(ADMIN),
+            "content-type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
+    assert "content-length" not in streamed.request.headers
+    assert (streamed.status_code, streamed.json()["error"]["reason"]) == (413, "file_too_large")
     missing = stack.http.client.post(
         "/api/files", data={"other": "x"}, headers=stack.http.headers_for(ADMIN)
     )
