@@ -1,5 +1,6 @@
-"""What follows a committed write: publish its job rows, tell the commit listeners, run the
-entities' ``after_commit`` hooks with its events.
+"""What follows a committed write: publish its job rows, delete the content of the files its
+forgets marked deleted, tell the commit listeners, run the entities' ``after_commit`` hooks
+with its events.
 
 The rule that lives here: nothing after the commit fails the write, whose caller gets its
 result. A publish that fails leaves the job rows to the relay; a listener or a hook that

@@ -151,7 +151,8 @@ def build_write_plan(
         PlanStep(
             "after_commit",
             "service/after_commit.py",
-            "publish the job rows, wake consumers, run after_commit hooks; never fails the call",
+            "publish the job rows, wake consumers, run after_commit hooks, delete the content "
+            "of forgotten files; never fails the call",
         ),
     ]
     return WritePlan(
