@@ -47,6 +47,26 @@ archive.crud(
     read=Access(roles=["Admin", "User"]),
     descriptions={"create": "Create a document with its files."},
 )
+# A claim is about the person it names (its note is that person's data): so are its files.
+archive.crud(
+    "person",
+    Entity(table="files_people", fields={"name": fields.text(personal="self")}),
+    write=Access(roles=["Admin"]),
+    read=Access(roles=["Admin"]),
+)
+archive.crud(
+    "claim",
+    Entity(
+        table="files_claims",
+        fields={
+            "person": fields.reference("person", required=True),
+            "note": fields.text(personal={"of": "person"}),
+            "evidence": fields.file(),
+        },
+    ),
+    write=Access(roles=["Admin"]),
+    read=Access(roles=["Admin"]),
+)
 
 
 class Erase(BaseModel):
@@ -427,3 +447,22 @@ def test_a_row_forgotten_through_the_executor_or_in_a_batch_loses_its_files(stac
     )
     assert stored_paths(stack) == []
     assert all(r.deleted_at is not None and r.purged_at is not None for r in file_rows(stack))
+
+
+def test_forgetting_a_person_deletes_the_files_of_the_rows_about_them(stack: Any) -> None:
+    ada = stack.http.write_ok("archive:write:person:create", {"name": "Ada"}, ADMIN)
+    bob = stack.http.write_ok("archive:write:person:create", {"name": "Bob"}, ADMIN)
+    hers = uploaded(stack, PDF, "ada.pdf", "application/pdf")
+    his = uploaded(stack, PDF, "bob.pdf", "application/pdf")
+    for person, evidence in ((ada, hers), (bob, his)):
+        claim = {"person": str(person["id"]), "note": "n", "evidence": evidence["id"]}
+        stack.http.write_ok("archive:write:claim:create", claim, ADMIN)
+    subjects = {str(r.id): r.subject for r in file_rows(stack)}
+    assert subjects == {hers["id"]: str(ada["id"]), his["id"]: str(bob["id"])}
+
+    stack.http.write_ok(
+        "personal-data:write:forget-subject", {"subject": str(ada["id"]), "reason": "r"}, OFFICER
+    )
+    assert [p.name for p in stored_paths(stack)] == [his["id"]]
+    deleted = {str(r.id): r.deleted_at is not None for r in file_rows(stack)}
+    assert deleted == {hers["id"]: True, his["id"]: False}

@@ -175,7 +175,7 @@ class EntityExecutor(EntityReader):
         self._check_transitions(row, values)
         self._check_field_writes("update", given, frozenset(given))
         self._check_references(values)
-        attachments = self._check_files(str(row["id"]), values)
+        attachments = self._check_files(str(row["id"]), values, row)
         return self._record(  # type: ignore[return-value]
             str(row["id"]),
             row["version"],
@@ -329,13 +329,15 @@ class EntityExecutor(EntityReader):
             values,
         )
 
-    def _check_files(self, row_id: str, values: Mapping[str, Any]) -> list[files.Attachment]:
+    def _check_files(
+        self, row_id: str, values: Mapping[str, Any], current: Row | None = None
+    ) -> list[files.Attachment]:
         """Written file ids name live files of the tenant that the fields take (see
         ``service.files``); the files the row is to hold once its event is appended."""
         if not self._has_files:
             return []
         return files.check_file_fields(
-            self._conn, self._env.tables, self.entity_def, self._row_tenant, row_id, values
+            self._conn, self._env.tables, self.entity_def, self._row_tenant, row_id, values, current
         )
 
     def _check_shared(self, verb: str) -> None:

@@ -47,6 +47,7 @@ from asanoha.platform.model.files import (
     any_matches,
     image_type_of,
 )
+from asanoha.platform.personal.entities import subject_of
 from asanoha.platform.store import Database, Tables
 from asanoha.platform.store import files as file_rows
 from asanoha.platform.store.files import StoredFile
@@ -65,6 +66,24 @@ class Attachment:
 
     file_id: uuid.UUID
     field: str
+    #: Whose personal data the row is (see ``row_subject``): forgetting it deletes the file.
+    subject: str
+
+
+def row_subject(
+    entity_def: EntityDef,
+    tenant_id: str,
+    row_id: str,
+    values: Mapping[str, Any],
+    current: Mapping[str, Any] | None,
+) -> str:
+    """Whose personal data a row is, for its files: the subject its personal fields name
+    (the first ``personal={"of": "<field>"}`` stance, as ``personal.entities`` reads it),
+    else the row itself."""
+    for declared in entity_def.entity.fields.values():
+        if isinstance(declared.personal, Mapping):
+            return subject_of(declared, tenant_id, row_id, values, current)
+    return row_id
 
 
 def file_fields(entity_def: EntityDef) -> dict[str, Field]:
@@ -79,6 +98,7 @@ def check_file_fields(
     tenant_id: str,
     row_id: str,
     values: Mapping[str, Any],
+    current: Mapping[str, Any] | None = None,
 ) -> list[Attachment]:
     """Refuse (422, naming the field) a written file id that names no live file of the
     tenant (``file_not_found``), one another row holds (``file_in_use``), or a file the field
@@ -128,7 +148,8 @@ def check_file_fields(
                 limit=declared.max_size,
             )
         if found.row_id is None:
-            attachments.append(Attachment(file_id, name))
+            subject = row_subject(entity_def, tenant_id, row_id, values, current)
+            attachments.append(Attachment(file_id, name, subject))
     return attachments
 
 
@@ -149,12 +170,14 @@ def attach_files(
             entity=entity_def.key,
             row_id=row_id,
             field=attachment.field,
+            subject=attachment.subject,
         )
 
 
 def forget_row_files(conn: Connection, tables: Tables, tenant_id: str, subject: str) -> bool:
-    """Mark the files the row ``subject`` holds deleted (the subject is being forgotten, in
-    this transaction); whether there were any (their content is purged after the commit)."""
+    """Mark the files of ``subject`` deleted (held by its row, or by a row about it; the
+    subject is being forgotten, in this transaction); whether there were any (their content
+    is purged after the commit)."""
     return file_rows.mark_subject_files_deleted(conn, tables, tenant_id, subject) > 0
 
 

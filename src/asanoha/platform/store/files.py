@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, or_, select, update
 
 from asanoha.platform.store.tables import Tables
 
@@ -108,14 +108,28 @@ def find_files(
 
 
 def attach_file(
-    conn: Connection, tables: Tables, file_id: uuid.UUID, *, entity: str, row_id: str, field: str
+    conn: Connection,
+    tables: Tables,
+    file_id: uuid.UUID,
+    *,
+    entity: str,
+    row_id: str,
+    field: str,
+    subject: str,
 ) -> None:
-    """Record that the row ``row_id`` of ``entity`` holds ``file_id`` in ``field``."""
+    """Record that the row ``row_id`` of ``entity``, whose personal data is ``subject``'s,
+    holds ``file_id`` in ``field``."""
     files = tables.files
     conn.execute(
         update(files)
         .where(files.c.id == file_id)
-        .values(entity=entity, row_id=row_id, field=field, attached_at=dt.datetime.now(dt.UTC))
+        .values(
+            entity=entity,
+            row_id=row_id,
+            field=field,
+            subject=subject,
+            attached_at=dt.datetime.now(dt.UTC),
+        )
     )
 
 
@@ -124,17 +138,17 @@ FORGOTTEN_NAME = "[forgotten]"
 
 
 def mark_subject_files_deleted(
-    conn: Connection, tables: Tables, tenant_id: str, row_id: str
+    conn: Connection, tables: Tables, tenant_id: str, subject: str
 ) -> int:
-    """Mark the live files the row ``row_id`` holds as deleted, their name and digest cleared
-    (a name may say whose the file was, a digest tells a known content); how many there
-    were."""
+    """Mark the live files of ``subject`` (held by its row, or by a row about it) as
+    deleted, their name and digest cleared (a name may say whose the file was, a digest
+    tells a known content); how many there were."""
     files = tables.files
     done = conn.execute(
         update(files)
         .where(
             files.c.tenant_id == tenant_id,
-            files.c.row_id == row_id,
+            or_(files.c.row_id == subject, files.c.subject == subject),
             files.c.deleted_at.is_(None),
         )
         .values(deleted_at=dt.datetime.now(dt.UTC), name=FORGOTTEN_NAME, sha256="")

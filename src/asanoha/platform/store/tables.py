@@ -603,12 +603,17 @@ def _files_table(metadata: MetaData) -> Table:
         Column("entity", String(200), nullable=True),
         Column("row_id", String(64), nullable=True),
         Column("field", String(200), nullable=True),
+        #: Whose personal data the row holding it is: the row itself, or the subject its
+        #: personal fields are about (``personal={"of": "<field>"}``); forgetting that
+        #: subject deletes the file.
+        Column("subject", String(200), nullable=True),
         Column("attached_at", Timestamp, nullable=True),
         #: When its row's subject was forgotten (its content is deleted after the commit).
         Column("deleted_at", Timestamp, nullable=True),
         #: When its content left the storage backend.
         Column("purged_at", Timestamp, nullable=True),
         Index("ix_asanoha_files_row", "tenant_id", "row_id"),
+        Index("ix_asanoha_files_subject", "tenant_id", "subject"),
         Index("ix_asanoha_files_purge", "deleted_at", "purged_at"),
     )
 

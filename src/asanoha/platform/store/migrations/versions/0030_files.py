@@ -31,15 +31,18 @@ def upgrade() -> None:
         sa.Column("entity", sa.String(length=200), nullable=True),
         sa.Column("row_id", sa.String(length=64), nullable=True),
         sa.Column("field", sa.String(length=200), nullable=True),
+        sa.Column("subject", sa.String(length=200), nullable=True),
         sa.Column("attached_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("purged_at", sa.DateTime(timezone=True), nullable=True),
     )
     op.create_index("ix_asanoha_files_row", "asanoha_files", ["tenant_id", "row_id"])
+    op.create_index("ix_asanoha_files_subject", "asanoha_files", ["tenant_id", "subject"])
     op.create_index("ix_asanoha_files_purge", "asanoha_files", ["deleted_at", "purged_at"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_asanoha_files_purge", table_name="asanoha_files")
+    op.drop_index("ix_asanoha_files_subject", table_name="asanoha_files")
     op.drop_index("ix_asanoha_files_row", table_name="asanoha_files")
     op.drop_table("asanoha_files")
