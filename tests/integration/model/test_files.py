@@ -142,7 +142,9 @@ def test_an_upload_is_hashed_stored_and_read_back_through_a_signed_link(stack: A
     assert response.status_code == 200
     assert response.content == PDF
     assert response.headers["content-type"] == "application/pdf"
-    assert response.headers["content-disposition"].startswith("attachment")
+    assert response.headers["content-disposition"] == (
+        "attachment; filename=\"report.pdf\"; filename*=UTF-8''report.pdf"
+    )
     assert response.headers["x-content-type-options"] == "nosniff"
     assert fetch(stack, detail["photo"]["url"]).content == PNG
 

@@ -126,7 +126,7 @@ def add_file_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) ->
         headers = {
             "Content-Length": str(found.size),
             # Served from the API's origin: never rendered as a page of it.
-            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(found.name)}",
+            "Content-Disposition": _disposition(found.name),
             "X-Content-Type-Options": "nosniff",
             "Content-Security-Policy": "sandbox",
             "Cache-Control": "private, no-store",
@@ -248,6 +248,13 @@ async def _in_threadpool(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
     # A storage read blocks (a file, an HTTP response of S3): off the event loop.
     async for chunk in iterate_in_threadpool(chunks):
         yield chunk
+
+
+def _disposition(name: str) -> str:
+    """An attachment named ``name``: plain ASCII for old clients, UTF-8 (RFC 6266) for the
+    others."""
+    plain = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in name)
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name)}"
 
 
 def _too_large(limit: int) -> PayloadTooLargeError:
