@@ -462,6 +462,19 @@ def test_forgetting_a_person_deletes_the_files_of_the_rows_about_them(stack: Any
     subjects = {str(r.id): r.subject for r in file_rows(stack)}
     assert subjects == {hers["id"]: str(ada["id"]), his["id"]: str(bob["id"])}
 
+    # Her export lists her file (the claim about her holds it), not his.
+    exported = stack.http.query_ok(
+        "personal-data:query:export-subject", {"subject": str(ada["id"])}, OFFICER
+    )
+    files = [found for found in exported["values"] if found["table"] == "asanoha_files"]
+    assert files == [
+        {
+            "table": "asanoha_files",
+            "id": hers["id"],
+            "path": "archive:claim.evidence",
+            "value": hers,
+        }
+    ]
     stack.http.write_ok(
         "personal-data:write:forget-subject", {"subject": str(ada["id"]), "reason": "r"}, OFFICER
     )

@@ -156,6 +156,23 @@ def mark_subject_files_deleted(
     return int(done.rowcount or 0)
 
 
+def files_of_subject(
+    conn: Connection, tables: Tables, tenant_id: str, subject: str
+) -> Sequence[StoredFile]:
+    """The live files of ``subject``: held by its row, or by a row about it."""
+    files = tables.files
+    query = (
+        select(files)
+        .where(
+            files.c.tenant_id == tenant_id,
+            or_(files.c.row_id == subject, files.c.subject == subject),
+            files.c.deleted_at.is_(None),
+        )
+        .order_by(files.c.created_at)
+    )
+    return [_stored(row) for row in conn.execute(query)]
+
+
 def files_to_purge(conn: Connection, tables: Tables, limit: int = 500) -> Sequence[StoredFile]:
     """Deleted files whose content is still stored (committed deletions only)."""
     files = tables.files
