@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         Reasons,
         ServiceUnavailableError,
         UnprocessableError,
+        UnsupportedMediaTypeError,
         ValidationError,
         VersionConflictError,
     )
@@ -110,6 +111,7 @@ __all__ = [
     "StoredEvent",
     "StreamContext",
     "UnprocessableError",
+    "UnsupportedMediaTypeError",
     "ValidationError",
     "VersionConflictError",
     "WorkflowFailedError",
@@ -144,6 +146,7 @@ _EXPORTS: dict[str, str] = {
     "Reasons": "asanoha.platform.errors",
     "ServiceUnavailableError": "asanoha.platform.errors",
     "UnprocessableError": "asanoha.platform.errors",
+    "UnsupportedMediaTypeError": "asanoha.platform.errors",
     "ValidationError": "asanoha.platform.errors",
     "VersionConflictError": "asanoha.platform.errors",
     "StreamContext": "asanoha.platform.feed.context",

@@ -13,6 +13,7 @@ from asanoha.handlers.retention import policies, retention_feature
 from asanoha.handlers.workflow_waits import waits_feature, workflows_that_wait
 from asanoha.platform.consumers import Consumers
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.files import FileLinks, storage_of
 from asanoha.platform.model import Feature, RateLimit, Registry
 from asanoha.platform.model.sync_callables import check_not_async
 from asanoha.platform.personal.boot import key_wrapper_of
@@ -24,11 +25,12 @@ from asanoha.platform.schema import (
 )
 from asanoha.platform.service import OutboxMessage, Service
 from asanoha.platform.service.approvals import approval_key
+from asanoha.platform.service.files import Files
 from asanoha.platform.service.jobs import Jobs
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.workflows import Workflows
 from asanoha.platform.settings import Settings
-from asanoha.platform.store import Database, StoredEvent
+from asanoha.platform.store import Database, StoredEvent, Tables
 from asanoha.platform.store.replica import ReadReplica
 
 if TYPE_CHECKING:
@@ -148,6 +150,7 @@ class App:
             broker_hold=self._broker_hold,
             key_wrapper=key_wrapper_of(self.settings),
             replica=self.replica,
+            files=self._files,
         )
         #: Job operations: cancel, retry, run (the CLI and the bundled handlers use them).
         self.jobs = Jobs(self.service, self.settings.default_tenant)
@@ -159,6 +162,19 @@ class App:
         )
         if self.consumers and self.settings.consumer_wake and publish_jobs:
             self.service.add_commit_listener(self._wake_consumers)
+
+    def _files(self, tables: Tables) -> Files:
+        """The application's files: the storage ``ASANOHA_FILE_STORAGE`` names, links signed
+        with a key derived from the token secret, the upload limits of the settings."""
+        settings = self.settings
+        return Files(
+            self.database,
+            tables,
+            storage_of(settings),
+            FileLinks(settings.file_url_signing_secret, settings.file_url_ttl),
+            max_bytes=settings.file_max_bytes,
+            upload_types=settings.file_upload_types,
+        )
 
     def _rate_limiter(self) -> RateLimiter | None:
         """The Redis counter of rate limits, when a handler declares one or the settings

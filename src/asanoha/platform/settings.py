@@ -186,6 +186,31 @@ class Settings(BaseSettings):
     master_key: str | None = None
     #: ``plaintext``: run without a master key outside development (with a warning).
     personal_data: Literal["encrypted", "plaintext"] = "encrypted"
+    #: Where the content of uploaded files (``fields.file``, ``fields.image``) is kept:
+    #: ``local``, a folder (``file_dir``), or ``s3``, a bucket of an S3-compatible store
+    #: (``file_s3_bucket``; credentials from the usual ``AWS_*`` variables or the
+    #: instance's role; needs ``pip install 'asanoha[s3]'``).
+    file_storage: Literal["local", "s3"] = "local"
+    #: The folder of ``local`` file storage. Unset: ``asanoha-files`` in the working
+    #: directory, beside the embedded default's database file.
+    file_dir: str | None = None
+    #: The bucket of ``s3`` file storage.
+    file_s3_bucket: str | None = None
+    #: What the keys of ``s3`` file storage start with (``uploads/``), so that one bucket can
+    #: hold several applications' files.
+    file_s3_prefix: str = ""
+    #: The endpoint of an S3-compatible store other than AWS (MinIO, Ceph, R2, ...).
+    file_s3_endpoint_url: str | None = None
+    #: The region of the ``s3`` bucket (unset: the ``AWS_*`` configuration's).
+    file_s3_region: str | None = None
+    #: The largest file ``POST /api/files`` takes, in bytes (413 ``file_too_large``,
+    #: counted while the upload streams in); a field's ``max_size=`` may lower it.
+    file_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    #: The content types ``POST /api/files`` takes: patterns separated by commas
+    #: (``image/*,application/pdf``); others are refused with 415 ``file_type_not_allowed``.
+    file_types: str = "*/*"
+    #: Seconds a file's signed download link (its ``url``) stays valid.
+    file_url_ttl: int = Field(default=300, ge=1)
 
     @property
     def jwt_secrets(self) -> tuple[str, ...]:
@@ -261,6 +286,21 @@ class Settings(BaseSettings):
         if self.uses_placeholder_secret and not self.development:
             return None
         return self.jwt_signing_secret
+
+    @property
+    def file_url_signing_secret(self) -> str | None:
+        """The secret download links of files are signed with (a key derived from it per
+        purpose); ``None``: a random key of this process. Never the public placeholder
+        outside development, as for approvals."""
+        if self.uses_placeholder_secret and not self.development:
+            return None
+        return self.jwt_signing_secret
+
+    @property
+    def file_upload_types(self) -> tuple[str, ...]:
+        """The patterns of ``file_types``."""
+        found = tuple(part.strip() for part in self.file_types.split(",") if part.strip())
+        return found or ("*/*",)
 
 
 def signing_problems(settings: Settings, *, checks_tokens: bool = True) -> list[str]:

@@ -6,6 +6,8 @@ import contextlib
 import datetime as dt
 import os
 import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -61,6 +63,8 @@ def stack_settings(database_url: str, suffix: str, settings: SettingsOverride) -
         "jwt_secret": secrets.token_urlsafe(32),
         # Personal values are sealed in tests as in production.
         "master_key": generate_master_key(),
+        # Uploads go to a folder of the stack's own, removed with it.
+        "file_dir": os.path.join(tempfile.gettempdir(), f"asanoha-files-{suffix}"),
     }
     return Settings(**{**defaults, **dict(settings or {}), **isolated})
 
@@ -256,6 +260,10 @@ class Stack:
         """Stop the jobs, release connections and drop the database."""
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(self._database.drop)
+            if hasattr(self, "app") and self.app.settings.file_storage == "local":
+                folder = self.app.settings.file_dir
+                if folder is not None and os.path.basename(folder).startswith("asanoha-files-"):
+                    cleanup.callback(shutil.rmtree, folder, True)
             if hasattr(self, "app"):
                 cleanup.callback(self.app.close)
             if self._client is not None:

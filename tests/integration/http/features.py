@@ -83,6 +83,23 @@ catalog.crud(
 )
 
 
+# Documents with a file and an image: a generated id names no upload of the tenant
+# (answered 422 file_not_found).
+catalog.crud(
+    "document",
+    Entity(
+        table="catalog_documents",
+        fields={
+            "manual": fields.file(types=["application/pdf"], max_size=1_000_000),
+            "cover": fields.image(),
+        },
+    ),
+    write=ADMIN,
+    read=ADMIN,
+    verbs=["create", "update", "detail", "list"],
+)
+
+
 class Nothing(BaseModel):
     pass
 

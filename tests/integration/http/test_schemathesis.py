@@ -42,13 +42,14 @@ ENDS_THE_CREDENTIAL = frozenset({"auth-revoke"})
 #: Refusals of schema-valid payloads for rules a JSON schema cannot state: a list's sort and
 #: filter name fields the entity declares sortable or filterable, a cursor is one the API
 #: issued, an update changes something, a decimal sent as a JSON number has at most 10
-#: digits after the point (``multipleOf`` cannot say it of binary floats; the text form's
-#: pattern does) (and, answered 422, a reference names an existing row). Any other refusal of a schema-valid request is a disagreement between the document
+#: digits after the point and 38 in all (``multipleOf`` cannot say it of binary floats such
+#: as 5.8e-235; the text form's pattern does) (and, answered 422, a reference names an existing row, a file field an
+#: uploaded file). Any other refusal of a schema-valid request is a disagreement between the document
 #: and the validation.
 RULES_BEYOND_THE_SCHEMA = frozenset(
     {"not_sortable", "not_filterable", "invalid_cursor", "unknown_operator", "invalid_value",
      "list_type", "string_type", "no_changes", "not_searchable",
-     "offset_with_cursor", "decimal_max_places"}
+     "offset_with_cursor", "decimal_max_places", "decimal_max_digits"}
 )  # fmt: skip
 
 
@@ -57,8 +58,10 @@ def refused_by_a_rule(case: Any, response: Any) -> bool:
     or for text the document's pattern excludes (the generator does not always keep to
     ``STORABLE_TEXT``: such a case is not schema-valid)."""
     if response.status_code == 422:
-        # A reference names a row the tenant has: checked in the write's transaction.
-        return bool(response.json().get("error", {}).get("reason") == "reference_not_found")
+        # A reference names a row the tenant has, a file field an upload of the tenant:
+        # checked in the write's transaction.
+        reason = response.json().get("error", {}).get("reason")
+        return reason in ("reference_not_found", "file_not_found")
     if response.status_code != 400:
         return False
     error = response.json().get("error", {})

@@ -11,7 +11,7 @@ GUIDE = Path(__file__).resolve().parents[3] / "docs" / "guides" / "operations.md
 
 
 def documented_settings() -> dict[str, str]:
-    rows = re.findall(r"^\| `(ASANOHA_[A-Z_]+)` \| `([^`]*)` \|", GUIDE.read_text("utf-8"), re.M)
+    rows = re.findall(r"^\| `(ASANOHA_[A-Z0-9_]+)` \| `([^`]*)` \|", GUIDE.read_text("utf-8"), re.M)
     return dict(rows)
 
 

@@ -12,6 +12,7 @@ from asanoha.platform.errors.exceptions import (
     RateLimitError,
     ServiceUnavailableError,
     UnprocessableError,
+    UnsupportedMediaTypeError,
     ValidationError,
     VersionConflictError,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "Reasons",
     "ServiceUnavailableError",
     "UnprocessableError",
+    "UnsupportedMediaTypeError",
     "ValidationError",
     "VersionConflictError",
     "developer_message",

@@ -145,6 +145,14 @@ class PayloadTooLargeError(AsanohaError):
     default_reason = Reasons.PAYLOAD_TOO_LARGE
 
 
+class UnsupportedMediaTypeError(AsanohaError):
+    """The request's content is of a type this endpoint does not take (an upload)."""
+
+    code = "unsupported_media_type"
+    http_status = 415
+    default_reason = Reasons.FILE_TYPE_NOT_ALLOWED
+
+
 class UnprocessableError(AsanohaError):
     """The payload is well-formed but the handler cannot act on it."""
 

@@ -40,6 +40,7 @@ class Reasons(StrEnum):
     IDEMPOTENCY_KEY_OTHER_ACCESS = "idempotency_key_other_access"
     FEATURE_DISABLED = "feature_disabled"
     CONFIG_NOT_PER_TENANT = "config_not_per_tenant"
+    FILE_URL_INVALID = "file_url_invalid"
     # 404
     HANDLER_NOT_FOUND = "handler_not_found"
     ENTITY_NOT_FOUND = "entity_not_found"
@@ -53,6 +54,7 @@ class Reasons(StrEnum):
     WORKFLOW_STEP_NOT_FOUND = "workflow_step_not_found"
     CONFIG_KEY_NOT_FOUND = "config_key_not_found"
     SECRET_NOT_FOUND = "secret_not_found"
+    FILE_NOT_FOUND = "file_not_found"
     # 409
     VERSION_CONFLICT = "version_conflict"
     UNIQUE_VIOLATION = "unique_violation"
@@ -76,12 +78,16 @@ class Reasons(StrEnum):
     # 413
     PAYLOAD_TOO_LARGE = "payload_too_large"
     BATCH_TOO_LARGE = "batch_too_large"
+    FILE_TOO_LARGE = "file_too_large"
+    # 415
+    FILE_TYPE_NOT_ALLOWED = "file_type_not_allowed"
     # 422
     UNPROCESSABLE = "unprocessable"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INVALID_TRANSITION = "invalid_transition"
     REFERENCE_NOT_FOUND = "reference_not_found"
     FIELD_RULE_FAILED = "field_rule_failed"
+    FILE_IN_USE = "file_in_use"
     JOB_NOT_MANUAL = "job_not_manual"
     WORKFLOW_NOT_MANUAL = "workflow_not_manual"
     WORKFLOW_STEP_NOT_APPROVAL = "workflow_step_not_approval"

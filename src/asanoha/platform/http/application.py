@@ -16,6 +16,7 @@ from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.http.agent_tools import add_agent_tools_route, add_approvals_route
 from asanoha.platform.http.batch import add_batch_route, batch_request_model
 from asanoha.platform.http.docs import add_docs_routes
+from asanoha.platform.http.files import add_file_routes
 from asanoha.platform.http.health import health_router
 from asanoha.platform.http.metrics import JobHealthCollector, add_metrics_route
 from asanoha.platform.http.mounts import AsgiMount, combined_lifespan
@@ -92,6 +93,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
     add_approvals_route(api, app, catalogue)
     add_batch_route(api, app, catalogue, batch_model)
     add_revoke_route(api, app, catalogue)
+    add_file_routes(api, app, catalogue)
     add_handler_routes(api, app, catalogue)
     feed = build_feed_hub(app)
     api.state.asanoha_feed = feed

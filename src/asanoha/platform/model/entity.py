@@ -31,11 +31,14 @@ from asanoha.platform.model.access import check_field_access
 from asanoha.platform.model.field_rules import check_field_options, json_schema_of
 from asanoha.platform.model.fields import (
     EMBEDDABLE_KINDS,
+    FILE_KINDS,
     INSTRUCTION_KINDS,
     STRUCTURED_KINDS,
     TEXT_KINDS,
     Field,
 )
+from asanoha.platform.model.files import check_file_options
+from asanoha.platform.model.files import input_schema as file_input_schema
 from asanoha.platform.model.located_time import LOCATED_SCHEMA, parse_located
 from asanoha.platform.model.money import MONEY_SCHEMA, parse_money
 from asanoha.platform.model.relations import MAX_NESTED_CHILDREN, HasMany, check_children
@@ -178,6 +181,9 @@ def python_type(declared: Field, model_name: str) -> Any:
                 }
             ),
         ]
+    if declared.kind in FILE_KINDS:
+        # Written as the upload's id; the schema states the field's types and size.
+        return Annotated[uuid.UUID, WithJsonSchema(file_input_schema(declared))]
     if declared.kind in ("embedded", "embedded_list"):
         model: Any = _embedded_model(declared, model_name)
         one: Any = Annotated[model, AfterValidator(_as_dict), PlainSerializer(_as_is)]
@@ -284,6 +290,12 @@ class Entity:
                 raise DefinitionError(
                     f"entity {self.table!r} is shared: retention runs per tenant and keeps "
                     "no shared rows; drop retention= or shared="
+                )
+            held = sorted(n for n, f in self.fields.items() if f.kind in FILE_KINDS)
+            if held:
+                raise DefinitionError(
+                    f"entity {self.table!r} is shared: an uploaded file belongs to a tenant, "
+                    f"so no field of a shared entity is a file or image (fields: {held})"
                 )
 
     def field_python_type(self, name: str) -> Any:
@@ -436,6 +448,7 @@ def check_field(entity: Entity, name: str, declared: Field) -> None:
         )
     if declared.kind == "text" and (declared.max_length or 0) < 1:
         raise DefinitionError(f"{where}: max_length must be at least 1")
+    check_file_options(where, declared)
 
 
 def _check_embedded(where: str, declared: Field) -> None:

@@ -33,6 +33,8 @@ FieldKind = Literal[
     "embedded",
     "embedded_list",
     "located_timestamp",
+    "file",
+    "image",
 ]
 #: ``False`` (with a reason), the subject themself, the tenant, or the subject named by a field.
 PersonalStance = Literal[False, "self", "tenant"] | Mapping[str, str] | None
@@ -49,8 +51,10 @@ ORDERED_KINDS: frozenset[str] = frozenset({"integer", "number", "decimal", "date
 LIST_KINDS: frozenset[str] = frozenset({"multi_select", "embedded_list"})
 #: The kinds whose values are JSON objects or lists: neither sortable nor filterable.
 STRUCTURED_KINDS: frozenset[str] = frozenset(
-    {"multi_select", "money", "embedded", "embedded_list", "located_timestamp"}
+    {"multi_select", "money", "embedded", "embedded_list", "located_timestamp", "file", "image"}
 )
+#: The kinds whose value is an uploaded file (``POST /api/files``), written as its id.
+FILE_KINDS: frozenset[str] = frozenset({"file", "image"})
 #: The kinds a field of an embedded object may have.
 EMBEDDABLE_KINDS: frozenset[str] = frozenset(
     {
@@ -116,6 +120,11 @@ class Field:
     max_items: int | None = None
     #: The fields of an ``embedded`` object (of each item of an ``embedded_list``).
     embedded_fields: Mapping[str, Field] | None = None
+    #: A file field's largest accepted content, in bytes (``None``: the upload limit).
+    max_size: int | None = None
+    #: A file field's accepted content types: ``"application/pdf"``, ``"image/*"``
+    #: (empty: any type).
+    types: tuple[str, ...] = ()
     description: str | None = None
     #: Who may read the field: others get rows without it. ``None``: whoever reads the row.
     read: Access | None = None
@@ -485,6 +494,53 @@ def reference(
         filterable=filterable,
         description=description,
         read_as_instruction=read_as_instruction,
+        read=read,
+        write=write,
+    )
+
+
+def file(
+    *,
+    required: bool = False,
+    max_size: int | None = None,
+    types: Sequence[str] | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An uploaded file (``POST /api/files``): written as the id the upload answered, which
+    must name a file of the caller's tenant of at most ``max_size`` bytes whose content type
+    matches one of ``types`` (``"application/pdf"``, ``"image/*"``; unset: any). Read as
+    ``{"id", "name", "content_type", "size", "sha256", "url"}``, ``url`` a short-lived
+    signed download link minted for a caller who may read the field of the row."""
+    return _field(
+        "file",
+        max_size=max_size,
+        types=tuple(types) if types is not None else (),
+        required=required,
+        description=description,
+        read=read,
+        write=write,
+    )
+
+
+def image(
+    *,
+    required: bool = False,
+    max_size: int | None = None,
+    types: Sequence[str] | None = None,
+    description: str | None = None,
+    read: Access | None = None,
+    write: Access | None = None,
+) -> Field:
+    """An uploaded image: a ``file`` whose content is a PNG, JPEG, GIF or WebP image (its
+    leading bytes are checked at upload), ``types`` narrowing those (default: all four)."""
+    return _field(
+        "image",
+        max_size=max_size,
+        types=tuple(types) if types is not None else (),
+        required=required,
+        description=description,
         read=read,
         write=write,
     )

@@ -1,7 +1,8 @@
 """Every personal value held for one subject, with where it was found (GDPR Art. 15).
 
 Sealed values name their subject in their header, so the export finds them without opening
-anything but the subject's own: entity rows, events and job rows of the tenant.
+anything but the subject's own: entity rows, events and job rows of the tenant. The files
+its rows hold (``asanoha_files``) are listed too, each as the API describes it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sqlalchemy import Connection, select
 from asanoha.platform.model import Registry
 from asanoha.platform.personal import cipher
 from asanoha.platform.personal.vault import Vault
+from asanoha.platform.store.files import files_of_subject
 from asanoha.platform.store.tables import Tables
 
 #: Rows read per round trip while scanning.
@@ -85,4 +87,13 @@ def export_subject(
     )
     for job_id, payload, result in conn.execute(jobs).all():
         add(outbox.name, job_id, {"payload": payload, "trigger_result": result})
+    for stored in files_of_subject(conn, tables, tenant_id, subject):
+        found.append(
+            {
+                "table": tables.files.name,
+                "id": str(stored.id),
+                "path": f"{stored.entity}.{stored.field}",
+                "value": stored.describe(),
+            }
+        )
     return found

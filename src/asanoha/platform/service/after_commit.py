@@ -1,5 +1,6 @@
-"""What follows a committed write: publish its job rows, tell the commit listeners, run the
-entities' ``after_commit`` hooks with its events.
+"""What follows a committed write: publish its job rows, delete the content of the files its
+forgets marked deleted, tell the commit listeners, run the entities' ``after_commit`` hooks
+with its events.
 
 The rule that lives here: nothing after the commit fails the write, whose caller gets its
 result. A publish that fails leaves the job rows to the relay; a listener or a hook that
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from asanoha.platform.metrics import count_after_commit_failure
 from asanoha.platform.model import Registry
 from asanoha.platform.service import outbox
+from asanoha.platform.service.files import Files
 from asanoha.platform.service.outbox import OutboxPublisher
 from asanoha.platform.service.request import Request
 from asanoha.platform.store import Database, StoredEvent, Tables
@@ -26,10 +28,13 @@ log = logging.getLogger("asanoha.service")
 class AfterCommit:
     """The steps after the commits of one service, and its commit listeners."""
 
-    def __init__(self, registry: Registry, database: Database, tables: Tables) -> None:
+    def __init__(
+        self, registry: Registry, database: Database, tables: Tables, files: Files
+    ) -> None:
         self._registry = registry
         self._database = database
         self._tables = tables
+        self._files = files
         #: Called with the events of every commit that appended some.
         self.listeners: list[CommitListener] = []
 
@@ -43,6 +48,13 @@ class AfterCommit:
             except Exception:
                 log.warning(
                     "publishing after commit failed; the relay sends the jobs", exc_info=True
+                )
+        if request.files_forgotten:
+            try:
+                self._files.purge()
+            except Exception:
+                log.warning(
+                    "deleting forgotten files failed; the next forget retries", exc_info=True
                 )
         if request.appended:
             for listener in self.listeners:

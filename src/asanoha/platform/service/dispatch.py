@@ -43,6 +43,7 @@ from asanoha.platform.service.domain_events import DomainEvents
 from asanoha.platform.service.entity_reader import EntityReader, ExecutorEnv
 from asanoha.platform.service.executor import EntityExecutor
 from asanoha.platform.service.feature_settings import FeatureSettings
+from asanoha.platform.service.files import Files
 from asanoha.platform.service.handler_context import QueryContext, WriteContext
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.job_enqueue import JobEnqueuer
@@ -82,6 +83,7 @@ class Service:
         broker_hold: Callable[[str], float] | None = None,
         key_wrapper: KeyWrapper | None = None,
         replica: ReadReplica | None = None,
+        files: Callable[[Tables], Files] | None = None,
     ) -> None:
         self.registry = registry
         #: Lane -> the QNs of its jobs (a paused lane pauses them).
@@ -114,9 +116,11 @@ class Service:
         self.approvals = Approvals(signer, registry, self.tables)
         #: Whose rows each caller reaches, from the entities' standard handlers (``ownership``).
         self.owner_rules = OwnerRules(registry)
+        #: Uploaded files: their storage, download links and upload limits (``files``).
+        self.files = (files or _default_files(database))(self.tables)
         #: What the entity executor works with (never the Service itself).
         self.executor_env = ExecutorEnv(
-            registry, self.tables, self.personal, self.owner_rules, database.backend
+            registry, self.tables, self.personal, self.owner_rules, database.backend, self.files
         )
         #: Places job rows in write transactions (``job_enqueue``).
         self.jobs_enqueue = JobEnqueuer(registry, self.tables, self.broker_hold)
@@ -127,7 +131,7 @@ class Service:
         #: Folds the declared aggregates (``ctx.load``).
         self.aggregates = Aggregates(registry, self.tables, database.backend)
         #: What follows every commit: publish, commit listeners, hooks (``after_commit``).
-        self.committed = AfterCommit(registry, database, self.tables)
+        self.committed = AfterCommit(registry, database, self.tables, self.files)
         # Resolved once per process: the registry and its definitions do not change.
         self._entity_defs: dict[tuple[str, str], EntityDef] = {}
         #: Features' configuration, secrets and switches per tenant (``feature_settings``).
@@ -406,3 +410,21 @@ class Service:
     def add_commit_listener(self, listener: CommitListener) -> None:
         """Call ``listener(events)`` after every commit that appended events."""
         self.committed.listeners.append(listener)
+
+
+def _default_files(database: Database) -> Callable[[Tables], Files]:
+    """A bare Service's files (the ``App`` passes its settings'): a folder in the working
+    directory, links signed with a key of this process, the default upload limit."""
+    # Imported here: only a Service built without an App needs the defaults.
+    from asanoha.platform.files import FileLinks, LocalStorage
+    from asanoha.platform.files.storage import DEFAULT_FILE_DIR
+    from asanoha.platform.settings import Settings
+
+    defaults = Settings.model_fields
+    return lambda tables: Files(
+        database,
+        tables,
+        LocalStorage(DEFAULT_FILE_DIR),
+        FileLinks(None, int(defaults["file_url_ttl"].default)),
+        max_bytes=int(defaults["file_max_bytes"].default),
+    )

@@ -26,6 +26,7 @@ from asanoha.platform.model.registry import Reference
 from asanoha.platform.personal import entities as personal_entities
 from asanoha.platform.personal.vault import PersonalData, Vault
 from asanoha.platform.service import field_access, gates, ownership
+from asanoha.platform.service.files import Files, file_fields
 from asanoha.platform.service.list_query import ListQuery
 from asanoha.platform.service.ownership import OwnerRules
 from asanoha.platform.service.request import Request
@@ -38,14 +39,16 @@ from asanoha.platform.store.projections import Row
 @dataclass(frozen=True)
 class ExecutorEnv:
     """What the entity executor and reader work with, and nothing more: the registry (hooks,
-    handlers), the tables, the personal-data vault, the ownership rules and the database
-    backend. The ``Service`` builds one; the executor never sees the ``Service`` itself."""
+    handlers), the tables, the personal-data vault, the ownership rules, the database
+    backend and the files (their download links). The ``Service`` builds one; the executor
+    never sees the ``Service`` itself."""
 
     registry: Registry
     tables: Tables
     personal: PersonalData
     owner_rules: OwnerRules
     backend: Backend
+    files: Files
 
 
 #: Rows as a list (inside the readers, ``list`` names their method).
@@ -306,10 +309,17 @@ class EntityReader:
         return field_access.hidden_fields(self.entity_def, self._user)
 
     def _shown(self, rows: Rows) -> Rows:
-        """``rows`` as the caller may see them (see ``field_access``), noted as read."""
+        """``rows`` as the caller may see them (see ``field_access``), noted as read; the
+        file fields it may read carry their file and a signed link (``service.files``)."""
         shown = [field_access.without_hidden(row, self._hidden) for row in rows]
+        if self._has_files:
+            shown = self._env.files.shown(self._conn, self.entity_def, self._row_tenant, shown)
         self._note_read(shown)
         return shown
+
+    @functools.cached_property
+    def _has_files(self) -> bool:
+        return bool(file_fields(self.entity_def))
 
     def _note_read(self, rows: Iterable[Row]) -> None:
         # The rows handed to the handler are what its result may carry: noted for the trust

@@ -20,7 +20,7 @@ import logging
 from asanoha.platform.personal import subject_keys
 from asanoha.platform.personal.blind_index import forget_blind_indexes
 from asanoha.platform.personal.vault import PersonalData
-from asanoha.platform.service import gates
+from asanoha.platform.service import files, gates
 from asanoha.platform.service.request import Request
 from asanoha.platform.store.snapshots import discard_snapshots
 
@@ -61,3 +61,6 @@ def forget_subject(
     if personal.encrypts:
         # Without a master key the values themselves stay: so do their indexes.
         forget_blind_indexes(conn, personal.tables, tenant_id, subject)
+    # The files its row holds are deleted: marked here, their content after the commit.
+    if files.forget_row_files(conn, personal.tables, tenant_id, subject):
+        request.files_forgotten.append(subject)

@@ -33,6 +33,7 @@ from asanoha.platform.personal.blind_index import blind_indexed_fields
 from asanoha.platform.service import (
     erasure,
     field_access,
+    files,
     gates,
     ownership,
     provenance,
@@ -105,12 +106,14 @@ class EntityExecutor(EntityReader):
         self._check_transitions(None, values)
         self._check_field_writes("create", given, frozenset(given) - frozenset(filled))
         self._check_references(values)
+        attachments = self._check_files(str(stream_id), values)
         row = self._record(
             str(stream_id),
             0,
             "created",
             self._sealed("data", str(stream_id), values, None),
             may_conflict=bool(entity.unique),
+            attachments=attachments,
         )
         assert row is not None
         for name, items in children.items():
@@ -172,12 +175,14 @@ class EntityExecutor(EntityReader):
         self._check_transitions(row, values)
         self._check_field_writes("update", given, frozenset(given))
         self._check_references(values)
+        attachments = self._check_files(str(row["id"]), values, row)
         return self._record(  # type: ignore[return-value]
             str(row["id"]),
             row["version"],
             "updated",
             self._sealed("changes", str(row["id"]), values, row),
             may_conflict=not self._unique_fields.isdisjoint(values),
+            attachments=attachments,
         )
 
     def delete(self, id: uuid.UUID | str) -> Row:
@@ -324,6 +329,17 @@ class EntityExecutor(EntityReader):
             values,
         )
 
+    def _check_files(
+        self, row_id: str, values: Mapping[str, Any], current: Row | None = None
+    ) -> list[files.Attachment]:
+        """Written file ids name live files of the tenant that the fields take (see
+        ``service.files``); the files the row is to hold once its event is appended."""
+        if not self._has_files:
+            return []
+        return files.check_file_fields(
+            self._conn, self._env.tables, self.entity_def, self._row_tenant, row_id, values, current
+        )
+
     def _check_shared(self, verb: str) -> None:
         """A shared entity's rows are written by a system-scope feature only (first, before
         anything is read or validated)."""
@@ -358,6 +374,7 @@ class EntityExecutor(EntityReader):
         payload: dict[str, Any],
         *,
         may_conflict: bool = False,
+        attachments: list[files.Attachment] | None = None,
     ) -> Row | None:
         """Append the verb's event and project it onto the row: both happen or neither does.
 
@@ -379,6 +396,10 @@ class EntityExecutor(EntityReader):
                 savepoint.rollback()
                 raise
             savepoint.commit()
+        if attachments:
+            files.attach_files(
+                self._conn, self._env.tables, self.entity_def, stream_id, attachments
+            )
         if row is not None:
             row = self._reveal([row])[0]
         if self._request is not None:

@@ -189,6 +189,11 @@ class Request:
     #: Collects the instruction fields this call reads and returns, when someone labels its
     #: result (MCP tool calls); ``None``: nobody asked, nothing is collected.
     reads: InstructionReads | None = None
+    #: The subjects whose files a forget in this transaction marked deleted: their content
+    #: is deleted after the commit (what is deleted is read from the committed rows, never
+    #: from here). A list, so that the copies a batch item or a unit of work's write makes
+    #: (``with_entry``) add to the one the commit reads.
+    files_forgotten: list[str] = field(default_factory=list)
 
     def with_entry(self, entry: EntryHandler, origin: WriteOrigin | None = None) -> Request:
         """The same transaction and pending lists under another entry handler (a batch item,

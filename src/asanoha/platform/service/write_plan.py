@@ -30,6 +30,7 @@ from asanoha.platform.model.agent import resolve_agent_exposure
 from asanoha.platform.model.agent_hints import derive_tool_hints
 from asanoha.platform.model.field_rules import has_rules
 from asanoha.platform.model.workflows import WorkflowDef
+from asanoha.platform.service.files import file_fields
 from asanoha.platform.service.references import restricting
 from asanoha.platform.service.request import EntryHandler
 
@@ -150,7 +151,8 @@ def build_write_plan(
         PlanStep(
             "after_commit",
             "service/after_commit.py",
-            "publish the job rows, wake consumers, run after_commit hooks; never fails the call",
+            "publish the job rows, wake consumers, run after_commit hooks, delete the content "
+            "of forgotten files; never fails the call",
         ),
     ]
     return WritePlan(
@@ -186,7 +188,8 @@ def _executor_steps(registry: Registry, handler: HandlerDef) -> list[PlanStep]:
             PlanStep(
                 "executor",
                 "service/executor.py",
-                "per entity verb: field rules, transitions, field access, references, gates, "
+                "per entity verb: field rules, transitions, field access, references, files, "
+                "gates, "
                 "sealing and intake, append and project (the entity row, then the declared "
                 "projections that follow the event)",
             )
@@ -251,6 +254,16 @@ def _entity_steps(registry: Registry, entity_def: EntityDef, verb: str) -> list[
                     "references",
                     "service/references.py",
                     f"{named}: a live row of the tenant, read in the transaction (422)",
+                )
+            )
+        held = sorted(file_fields(entity_def))
+        if held:
+            steps.append(
+                PlanStep(
+                    "files",
+                    "service/files.py",
+                    f"{', '.join(held)}: a live upload of the tenant of a type and size the "
+                    "field takes, held by no other row, locked in the transaction (422)",
                 )
             )
         if personal:

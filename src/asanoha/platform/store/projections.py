@@ -54,7 +54,7 @@ def decode_value(declared: Field, value: Any) -> Any:
         return dt.date.fromisoformat(value)
     if declared.kind == "decimal":
         return decimal.Decimal(value)
-    if declared.kind == "reference":
+    if declared.kind in ("reference", "file", "image"):
         return uuid.UUID(value)
     return value
 

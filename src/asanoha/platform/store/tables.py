@@ -132,6 +132,9 @@ def _column_type(declared: Field) -> TypeEngine[Any]:
         "embedded": Json,
         "embedded_list": Json,
         "located_timestamp": Json,
+        # The id of the uploaded file (``asanoha_files``): what the event holds too.
+        "file": Uuid(),
+        "image": Uuid(),
     }
     return mapping[declared.kind]
 
@@ -176,6 +179,8 @@ class Tables:
     workflow_waits: Table
     #: The sealed return value of each succeeded job row of a ``keep_result=True`` job.
     job_results: Table
+    #: Uploaded files: who uploaded what, its digest and storage key, the row it belongs to.
+    files: Table
 
     #: What brings stored events of the registry's types to their newest shape.
     upcasters: Upcasters = NO_UPCASTERS
@@ -367,6 +372,7 @@ def build_tables(registry: Registry) -> Tables:
         access_tokens=_access_tokens_table(metadata),
         **_workflow_tables(metadata),
         job_results=_job_results_table(metadata),
+        files=_files_table(metadata),
     )
 
 
@@ -573,6 +579,42 @@ def _job_results_table(metadata: MetaData) -> Table:
         Column("job_id", Uuid, primary_key=True),
         Column("result", Json, nullable=True),
         Column("created_at", Timestamp, nullable=False),
+    )
+
+
+def _files_table(metadata: MetaData) -> Table:
+    """One row per uploaded file (``POST /api/files``): its name, type, size and SHA-256,
+    where its content is stored, and, once a write's file field names it, the row it
+    belongs to. Forgetting that row's subject deletes the content and marks the row."""
+    return Table(
+        "asanoha_files",
+        metadata,
+        Column("id", Uuid, primary_key=True),
+        Column("tenant_id", String(64), nullable=False),
+        Column("uploaded_by", String(64), nullable=False),
+        Column("name", String(255), nullable=False),
+        Column("content_type", String(255), nullable=False),
+        Column("size", BigInteger, nullable=False),
+        Column("sha256", String(64), nullable=False),
+        #: Where the storage backend keeps the content (a path below its folder or prefix).
+        Column("storage_key", String(300), nullable=False),
+        Column("created_at", Timestamp, nullable=False),
+        #: The entity, row and field that hold it (``None``: not written to a row yet).
+        Column("entity", String(200), nullable=True),
+        Column("row_id", String(64), nullable=True),
+        Column("field", String(200), nullable=True),
+        #: Whose personal data the row holding it is: the row itself, or the subject its
+        #: personal fields are about (``personal={"of": "<field>"}``); forgetting that
+        #: subject deletes the file.
+        Column("subject", String(200), nullable=True),
+        Column("attached_at", Timestamp, nullable=True),
+        #: When its row's subject was forgotten (its content is deleted after the commit).
+        Column("deleted_at", Timestamp, nullable=True),
+        #: When its content left the storage backend.
+        Column("purged_at", Timestamp, nullable=True),
+        Index("ix_asanoha_files_row", "tenant_id", "row_id"),
+        Index("ix_asanoha_files_subject", "tenant_id", "subject"),
+        Index("ix_asanoha_files_purge", "deleted_at", "purged_at"),
     )
 
 

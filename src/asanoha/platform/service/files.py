@@ -1,0 +1,342 @@
+"""Files: uploads, the rule of file fields that needs the database, how a read shows them,
+and deleting the content of forgotten subjects' files.
+
+- ``Files.upload`` stores an upload's content (``POST /api/files``) within the size and
+  type limits, hashed with SHA-256, and records its row.
+- ``check_file_fields`` is a step of every entity write, beside the reference check, in the
+  write's transaction: a written file id names a live file of the tenant that belongs to no
+  other row and fits the field's ``types``/``max_size`` (422 otherwise, naming the field);
+  ``attach_files`` then records which row holds it, after the event is appended.
+- ``Files.shown`` turns the file ids of rows a caller reads into ``{id, name, content_type,
+  size, sha256, url}`` with a signed download link: the reader calls it with the fields the
+  caller may read, so a link is minted only for those.
+- ``forget_row_files`` marks the files of a forgotten subject's row deleted, in the forget's
+  transaction (``erasure`` calls it); ``Files.purge`` deletes their content after the commit
+  (and again after any later forget, should a delete fail).
+
+The event holds the file id only: a projection rebuilt from the events holds the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import mimetypes
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from sqlalchemy import Connection
+
+from asanoha.platform.errors import (
+    NotFoundError,
+    PayloadTooLargeError,
+    Reasons,
+    UnprocessableError,
+    UnsupportedMediaTypeError,
+)
+from asanoha.platform.files.links import FileLinks
+from asanoha.platform.files.storage import CHUNK_BYTES, FileStorage
+from asanoha.platform.model import EntityDef, SessionUser
+from asanoha.platform.model.fields import FILE_KINDS, Field
+from asanoha.platform.model.files import (
+    IMAGE_TYPES,
+    SNIFFED_BYTES,
+    accepts,
+    any_matches,
+    image_type_of,
+)
+from asanoha.platform.personal.entities import subject_of
+from asanoha.platform.store import Database, Tables
+from asanoha.platform.store import files as file_rows
+from asanoha.platform.store.files import StoredFile
+from asanoha.platform.store.projections import Row
+
+log = logging.getLogger("asanoha.files")
+
+#: What an upload without a usable content type is taken as.
+UNKNOWN_TYPE = "application/octet-stream"
+MAX_NAME_LENGTH = 255
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file a write's field names, to be recorded as held by the written row."""
+
+    file_id: uuid.UUID
+    field: str
+    #: Whose personal data the row is (see ``row_subject``): forgetting it deletes the file.
+    subject: str
+
+
+def row_subject(
+    entity_def: EntityDef,
+    tenant_id: str,
+    row_id: str,
+    values: Mapping[str, Any],
+    current: Mapping[str, Any] | None,
+) -> str:
+    """Whose personal data a row is, for its files: the subject its personal fields name
+    (the first ``personal={"of": "<field>"}`` stance, as ``personal.entities`` reads it),
+    else the row itself."""
+    for declared in entity_def.entity.fields.values():
+        if isinstance(declared.personal, Mapping):
+            return subject_of(declared, tenant_id, row_id, values, current)
+    return row_id
+
+
+def file_fields(entity_def: EntityDef) -> dict[str, Field]:
+    """The file and image fields of ``entity_def``."""
+    return {n: f for n, f in entity_def.entity.fields.items() if f.kind in FILE_KINDS}
+
+
+def check_file_fields(
+    conn: Connection,
+    tables: Tables,
+    entity_def: EntityDef,
+    tenant_id: str,
+    row_id: str,
+    values: Mapping[str, Any],
+    current: Mapping[str, Any] | None = None,
+) -> list[Attachment]:
+    """Refuse (422, naming the field) a written file id that names no live file of the
+    tenant (``file_not_found``), one another row holds (``file_in_use``), or a file the field
+    does not take (``file_type_not_allowed``, ``file_too_large``); the files to attach to the
+    row otherwise. Each file row is locked until the write commits, so that a forget of the
+    subject that holds it cannot cross the write."""
+    attachments: list[Attachment] = []
+    for name, declared in file_fields(entity_def).items():
+        value = values.get(name)
+        if value is None:
+            continue
+        file_id = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+        where = f"{entity_def.key}.{name}"
+        found = file_rows.find_file(conn, tables, tenant_id, file_id, for_update=True)
+        if found is None or found.deleted:
+            raise UnprocessableError(
+                Reasons.FILE_NOT_FOUND, entity=entity_def.key, field=name, id=str(file_id)
+            )
+        if found.row_id is not None and (found.entity, found.row_id) != (entity_def.key, row_id):
+            raise UnprocessableError(
+                Reasons.FILE_IN_USE,
+                entity=entity_def.key,
+                field=name,
+                id=str(file_id),
+                owner=f"{found.entity} {found.row_id}",
+            )
+        if not accepts(declared, found.content_type):
+            raise UnprocessableError(
+                Reasons.FILE_TYPE_NOT_ALLOWED,
+                entity=entity_def.key,
+                field=name,
+                id=str(file_id),
+                where=where,
+                content_type=found.content_type,
+                accepted=", ".join(
+                    declared.types or (IMAGE_TYPES if declared.kind == "image" else ("*/*",))
+                ),
+            )
+        if declared.max_size is not None and found.size > declared.max_size:
+            raise UnprocessableError(
+                Reasons.FILE_TOO_LARGE,
+                entity=entity_def.key,
+                field=name,
+                id=str(file_id),
+                where=where,
+                size=found.size,
+                limit=declared.max_size,
+            )
+        if found.row_id is None:
+            subject = row_subject(entity_def, tenant_id, row_id, values, current)
+            attachments.append(Attachment(file_id, name, subject))
+    return attachments
+
+
+def attach_files(
+    conn: Connection,
+    tables: Tables,
+    entity_def: EntityDef,
+    row_id: str,
+    attachments: Sequence[Attachment],
+) -> None:
+    """Record that the row ``row_id`` holds the ``attachments`` (after its event is appended,
+    in the same transaction)."""
+    for attachment in attachments:
+        file_rows.attach_file(
+            conn,
+            tables,
+            attachment.file_id,
+            entity=entity_def.key,
+            row_id=row_id,
+            field=attachment.field,
+            subject=attachment.subject,
+        )
+
+
+def forget_row_files(conn: Connection, tables: Tables, tenant_id: str, subject: str) -> bool:
+    """Mark the files of ``subject`` deleted (held by its row, or by a row about it; the
+    subject is being forgotten, in this transaction); whether there were any (their content
+    is purged after the commit)."""
+    return file_rows.mark_subject_files_deleted(conn, tables, tenant_id, subject) > 0
+
+
+class Files:
+    """The files of one application: its storage, its download links, its upload limits."""
+
+    def __init__(
+        self,
+        database: Database,
+        tables: Tables,
+        storage: FileStorage,
+        links: FileLinks,
+        *,
+        max_bytes: int,
+        upload_types: Sequence[str] = ("*/*",),
+    ) -> None:
+        self._database = database
+        self._tables = tables
+        self.storage = storage
+        self.links = links
+        self.max_bytes = max_bytes
+        self.upload_types = tuple(upload_types)
+
+    # -- uploads ----------------------------------------------------------------------------
+
+    def upload(
+        self, user: SessionUser, name: str, content_type: str | None, content: BinaryIO
+    ) -> dict[str, Any]:
+        """Store ``content`` (a readable, seekable file) as an upload of ``user``'s tenant:
+        413 ``file_too_large`` past ``max_bytes``, 415 ``file_type_not_allowed`` for a type
+        the settings do not take or an image type whose bytes are no such image. Answers
+        ``{id, name, content_type, size, sha256}``."""
+        content.seek(0)
+        head = content.read(SNIFFED_BYTES)
+        kind = _content_type(content_type, name, head)
+        if not any_matches(self.upload_types, kind):
+            raise UnsupportedMediaTypeError(
+                Reasons.FILE_TYPE_NOT_ALLOWED,
+                content_type=kind,
+                where="POST /api/files",
+                accepted=", ".join(self.upload_types),
+            )
+        if kind in IMAGE_TYPES and image_type_of(head) != kind:
+            raise UnsupportedMediaTypeError(
+                Reasons.FILE_TYPE_NOT_ALLOWED,
+                content_type=kind,
+                where="POST /api/files",
+                accepted=f"{kind} content (its leading bytes are no {kind} image)",
+            )
+        content.seek(0)
+        digest = hashlib.sha256()
+        size = 0
+        while chunk := content.read(CHUNK_BYTES):
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise PayloadTooLargeError(
+                    Reasons.FILE_TOO_LARGE, limit=self.max_bytes, where="POST /api/files"
+                )
+            digest.update(chunk)
+        file_id = uuid.uuid4()
+        stored = StoredFile(
+            id=file_id,
+            tenant_id=user.tenant_id,
+            name=_clean_name(name),
+            content_type=kind,
+            size=size,
+            sha256=digest.hexdigest(),
+            storage_key=f"{user.tenant_id}/{file_id}",
+        )
+        self.storage.put(stored.storage_key, content, size=size, content_type=kind)
+        try:
+            with self._database.begin() as conn:
+                file_rows.insert_file(conn, self._tables, stored, uploaded_by=user.id)
+        except BaseException:
+            # No row names the content: it goes again.
+            self.storage.delete(stored.storage_key)
+            raise
+        return stored.describe()
+
+    # -- downloads --------------------------------------------------------------------------
+
+    def download(
+        self, tenant_id: str, file_id: uuid.UUID, expires: int, signature: str
+    ) -> tuple[StoredFile, Any]:
+        """The file a signed link names, with its content in chunks: 403 ``file_url_invalid``
+        for a link expired or not minted here, 404 ``file_not_found`` for a file deleted
+        since."""
+        self.links.check(tenant_id, file_id, expires, signature)
+        with self._database.connect() as conn:
+            found = file_rows.find_file(conn, self._tables, tenant_id, file_id, for_update=False)
+        if found is None or found.deleted:
+            raise NotFoundError(Reasons.FILE_NOT_FOUND, id=str(file_id))
+        try:
+            chunks = self.storage.read(found.storage_key)
+        except FileNotFoundError:
+            raise NotFoundError(Reasons.FILE_NOT_FOUND, id=str(file_id)) from None
+        return found, chunks
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def shown(
+        self, conn: Connection, entity_def: EntityDef, tenant_id: str, rows: list[Row]
+    ) -> list[Row]:
+        """``rows`` (already without the fields the caller may not read) with each file id
+        replaced by the file and a signed link to it; one query for the whole page. A file
+        deleted since (its subject forgotten) reads as ``None``."""
+        names = [name for name in file_fields(entity_def) if any(name in row for row in rows)]
+        ids = {row[name] for row in rows for name in names if row.get(name) is not None}
+        if not ids:
+            return rows
+        found = file_rows.find_files(conn, self._tables, tenant_id, ids)
+        shown: list[Row] = []
+        for row in rows:
+            row = dict(row)
+            for name in names:
+                value = row.get(name)
+                if value is None:
+                    continue
+                stored = found.get(value)
+                row[name] = None if stored is None else self._described(stored)
+            shown.append(row)
+        return shown
+
+    def _described(self, stored: StoredFile) -> dict[str, Any]:
+        return {**stored.describe(), "url": self.links.url(stored.tenant_id, stored.id)}
+
+    # -- forgetting -------------------------------------------------------------------------
+
+    def purge(self) -> int:
+        """Delete the content of the files marked deleted by committed forgets; how many
+        went. A delete that fails is logged and tried again by the next purge."""
+        with self._database.connect() as conn:
+            pending = file_rows.files_to_purge(conn, self._tables)
+        purged = 0
+        for stored in pending:
+            try:
+                self.storage.delete(stored.storage_key)
+            except Exception:
+                log.warning("deleting the content of file %s failed", stored.id, exc_info=True)
+                continue
+            with self._database.begin() as conn:
+                file_rows.mark_purged(conn, self._tables, stored.id)
+            purged += 1
+        return purged
+
+
+def _content_type(declared: str | None, name: str, head: bytes) -> str:
+    """The upload's content type: the one its part declares, else the one its name implies,
+    else the image format its leading bytes show, else ``application/octet-stream``."""
+    kind = (declared or "").split(";", 1)[0].strip().lower()
+    if not kind or kind == UNKNOWN_TYPE:
+        kind = (mimetypes.guess_type(name)[0] or "").lower()
+    if not kind or kind == UNKNOWN_TYPE:
+        kind = image_type_of(head) or UNKNOWN_TYPE
+    return kind[:MAX_NAME_LENGTH]
+
+
+def _clean_name(name: str) -> str:
+    """The file's name without a path or control characters, at most 255 characters."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    cleaned = "".join(ch for ch in base if ch.isprintable() and ch != "\x00").strip()
+    return (cleaned or "file")[:MAX_NAME_LENGTH]
