@@ -16,6 +16,7 @@ from asanoha.platform.model import SessionUser
 from asanoha.testing import TestUsers
 from asanoha.testing.http_client import TestClient
 from asanoha.testing.serving import serve_in_thread
+from tests.integration.aggregates.features import ledger
 from tests.integration.aggregates.test_async_projections import (
     KEEPER,
     LATER,
@@ -24,7 +25,6 @@ from tests.integration.aggregates.test_async_projections import (
     _deposit,
     views,
 )
-from tests.integration.aggregates.features import ledger
 from tests.integration.console.test_console_pages import sign_in
 
 INLINE = "ledger:projection:account-totals"

@@ -62,7 +62,7 @@ def listed(stack: Any) -> dict[str, Any]:
 def test_the_page_shows_values_sources_secrets_switches_and_retention(
     stack: Any, console: tuple[TestClient, str]
 ) -> None:
-    client, csrf = console
+    client, _ = console
     stack.http.write_ok(
         "secrets:write:set",
         {"feature": "mailer", "name": "smtp_password", "value": SECRET},
