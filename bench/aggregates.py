@@ -184,6 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  without / with snapshots                 {ratio or 0:9.1f}x   target >= {RATIO_TARGET:.0f}x"
     )
+    ceiling = args.events / max(1, quick_loaded.folded)
+    if ceiling < 2 * RATIO_TARGET:
+        # Both sides fold events at the same cost each: with no cost per load at all, the
+        # ratio is still at most the stream's length over the tail's.
+        print(
+            f"  (at most {ceiling:.0f}x here even with no cost per load: {args.events:,} events "
+            f"against a tail of {quick_loaded.folded}; the target is for a 10,000-event stream)"
+        )
     inline, plain = max(with_projection), max(without)
     inline_ratio = safe_ratio(inline, plain)
     print(f"  writes, a declared projection inline     {inline:9,.0f} writes/s")
@@ -234,7 +242,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--database-url", default=ADMIN_URL, help="admin URL to create and drop the bench database"
     )
     parser.add_argument(
-        "--quick", action="store_true", help="smoke run: 1,000 events, 4 loads, 100 writes"
+        "--quick",
+        action="store_true",
+        help="smoke run: 1,000 events, 4 loads, 100 writes (its ratios are not the targets')",
     )
     parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
     args = parser.parse_args(argv)

@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, Select, bindparam, delete, select
 
 from asanoha.platform.store.backends import Backend
 from asanoha.platform.store.tables import Tables
@@ -38,20 +38,43 @@ def latest_snapshot(
 ) -> Snapshot | None:
     """The newest snapshot of the stream (at most at ``through_version``), whatever its
     aggregate version: the caller decides whether it can use it."""
-    table = tables.snapshots
-    query = select(
-        table.c.stream_version, table.c.position, table.c.aggregate_version, table.c.state
-    ).where(
-        table.c.tenant_id == tenant_id,
-        table.c.aggregate == aggregate,
-        table.c.stream_id == stream_id,
-    )
-    if through_version is not None:
-        query = query.where(table.c.stream_version <= through_version)
-    row = conn.execute(query.order_by(table.c.stream_version.desc()).limit(1)).first()
+    parameters: dict[str, Any] = {
+        "latest_tenant_id": tenant_id,
+        "latest_aggregate": aggregate,
+        "latest_stream_id": stream_id,
+    }
+    if through_version is None:
+        query = tables.built(_latest_query)
+    else:
+        query = tables.built(_latest_query_through)
+        parameters["latest_through_version"] = through_version
+    row = conn.execute(query, parameters).first()
     if row is None:
         return None
     return Snapshot(int(row[0]), int(row[1]), str(row[2]), row[3])
+
+
+def _latest_query(tables: Tables) -> Select[Any]:
+    """``latest_snapshot``'s statement (built once: every snapshotted load sends it)."""
+    table = tables.snapshots
+    return (
+        select(table.c.stream_version, table.c.position, table.c.aggregate_version, table.c.state)
+        .where(
+            table.c.tenant_id == bindparam("latest_tenant_id"),
+            table.c.aggregate == bindparam("latest_aggregate"),
+            table.c.stream_id == bindparam("latest_stream_id"),
+        )
+        .order_by(table.c.stream_version.desc())
+        .limit(1)
+    )
+
+
+def _latest_query_through(tables: Tables) -> Select[Any]:
+    """``latest_snapshot``'s statement with a last stream version (``as_of``)."""
+    table = tables.snapshots
+    return _latest_query(tables).where(
+        table.c.stream_version <= bindparam("latest_through_version")
+    )
 
 
 def save_snapshot(

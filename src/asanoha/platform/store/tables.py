@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     JSON,
@@ -139,6 +139,9 @@ def _column_type(declared: Field) -> TypeEngine[Any]:
     return mapping[declared.kind]
 
 
+_Built = TypeVar("_Built")
+
+
 @dataclass(frozen=True)
 class Tables:
     """The tables of one registry, in one ``MetaData``."""
@@ -186,10 +189,28 @@ class Tables:
     upcasters: Upcasters = NO_UPCASTERS
     #: The tables of the declared projections, by projection QN (the application's own).
     projections: Mapping[str, Table] = field(default_factory=dict)
+    #: The statements ``built`` keeps, by the function that builds each.
+    _built: dict[Callable[[Tables], Any], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def entity(self, key: str) -> Table:
         """The table of the entity ``feature:name``."""
         return self.entities[key]
+
+    def built(self, build: Callable[[Tables], _Built]) -> _Built:
+        """``build(self)``, built on the first call and kept with these tables.
+
+        For the statements of short reads on a hot path (a snapshot's load): building a
+        SQLAlchemy statement and its cache key costs more Python time than the database
+        takes to answer an indexed read, and a statement built once with ``bindparam``
+        placeholders keeps its cache key. ``build`` is a module-level function: it names the
+        statement. Two threads that build one at once build the same; either is kept.
+        """
+        found = self._built.get(build)
+        if found is None:
+            found = self._built.setdefault(build, build(self))
+        return cast(_Built, found)
 
 
 @functools.cache
