@@ -66,6 +66,7 @@ RULES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset(
             {
                 "asanoha.platform.personal.vault.seal_known",
+                "asanoha.platform.personal.vault.seal_carried",
                 "asanoha.platform.personal.events.seal_event_payload",
                 "asanoha.platform.personal.entities.seal_entity_values",
             }

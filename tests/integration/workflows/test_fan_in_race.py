@@ -100,3 +100,50 @@ def test_racing_ends_of_the_last_items_start_the_fan_in_exactly_once(asanoha_sta
         assert run.steps["score"].state == "succeeded"
         assert run.steps["score"].result == [index * 10 for index in range(ITEMS)]
         assert run.steps["summarise"].state == "running"
+
+
+def test_an_item_that_is_not_its_steps_last_ends_while_its_runs_row_is_held(asanoha_stack):
+    # A cancel, or the end of a step's last item, holds the run's row for its transaction;
+    # the ends of the other items of a fan-out count down without waiting for it, and the
+    # last one still starts the fan-in once, with every result in item order.
+    stack = asanoha_stack(features=[_fan()], database="postgres")
+    rows = job_rows_for(stack.db, stack.tables)
+    rows.workflow_of = stack.registry.workflow
+    runs = stack.tables.workflow_runs
+
+    def run_row(row_id: uuid.UUID, result: Any) -> None:
+        claim = rows.claim(row_id, 1)
+        assert isinstance(claim, Claim)
+        end = AttemptEnd("succeeded", "succeeded", result=result)
+        assert rows.end(row_id, claim.job_qn, "default", 1, claim, end)
+
+    run_id = stack.app.workflows.start("crm:workflow:onboard", {})
+    [fetch_row] = _rows(stack, run_id, "fetch")
+    run_row(fetch_row, list(range(ITEMS)))
+    score_rows = _rows(stack, run_id, "score")
+    errors: list[BaseException] = []
+
+    def end_first() -> None:
+        try:
+            run_row(score_rows[0], 0)
+        except BaseException as exc:  # reported below, on the test's thread
+            errors.append(exc)
+
+    with stack.db.connect() as holder:
+        holder.execute(select(runs.c.id).where(runs.c.id == run_id).with_for_update())
+        thread = threading.Thread(target=end_first)
+        thread.start()
+        # Only a failure waits here: an end that took the run's row waits for the rollback.
+        thread.join(30)
+        ended_while_held = not thread.is_alive()
+        holder.rollback()
+    thread.join(30)
+    assert errors == []
+    assert ended_while_held
+    assert _rows(stack, run_id, "summarise") == []
+    for index, row_id in enumerate(score_rows[1:], start=1):
+        run_row(row_id, index * 10)
+    assert len(_rows(stack, run_id, "summarise")) == 1
+    run = stack.app.workflows.get(run_id)
+    assert run.steps["score"].result == [index * 10 for index in range(ITEMS)]
+    assert run.steps["summarise"].state == "running"

@@ -64,3 +64,41 @@ def test_a_steps_result_is_stored_sealed_and_read_opened(asanoha_stack, database
         )
     forgotten = stack.app.workflows.get(run_id)
     assert forgotten.steps["address"].result == {"to": FORGOTTEN, "plan": "p"}
+
+
+fan = Feature("fan")
+echo = fan.workflow("echo", on="personal:write:customer:create")
+
+
+@echo.step("split")
+def split(payload: dict[str, Any], ctx: StepContext) -> list[str]:
+    return [payload["email"], payload["name"], "plain"]
+
+
+@echo.step("each", after="split", map=lambda ctx: ctx.results["split"])
+def each(item: str, ctx: StepContext) -> dict[str, str]:
+    return {"seen": item}
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_the_results_of_a_mapped_steps_items_are_stored_sealed(asanoha_stack, database):
+    # Each item but the last ends on its own (no run row lock, no fan-in to start): its
+    # result is sealed all the same.
+    stack = asanoha_stack(features=[personal, fan], jobs=True, database=database)
+    stack.http.write_ok(
+        "personal:write:customer:create",
+        {"email": ALICE["email"], "name": ALICE["name"], "plan": "p"},
+        TestUsers.admin,
+    )
+    stack.drain()
+    assert hits(stack, [ALICE["email"], ALICE["name"]]) == []
+    runs = stack.tables.workflow_runs
+    with stack.db.connect() as conn:
+        run_id = conn.execute(select(runs.c.id)).scalar_one()
+    run = stack.app.workflows.get(run_id)
+    assert run.state == "succeeded"
+    assert run.steps["each"].result == [
+        {"seen": ALICE["email"]},
+        {"seen": ALICE["name"]},
+        {"seen": "plain"},
+    ]

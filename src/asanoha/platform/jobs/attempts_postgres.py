@@ -32,8 +32,10 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import (
     ClauseElement,
     Column,
+    ColumnElement,
     Dialect,
     Engine,
+    Insert,
     Select,
     Table,
     bindparam,
@@ -45,7 +47,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
-from asanoha.platform.jobs import clocks, control, job_events, publishing
+from asanoha.platform.jobs import clocks, control, job_events, publishing, workflows
 from asanoha.platform.jobs.attempts import (
     AttemptEnd,
     Claim,
@@ -59,8 +61,10 @@ from asanoha.platform.jobs.attempts import (
     woken_row,
 )
 from asanoha.platform.jobs.clocks import WAKE_LOST_AFTER
+from asanoha.platform.jobs.enqueue import sealed_detached
 from asanoha.platform.jobs.key_locks import key_locks
 from asanoha.platform.jobs.message import OutboxMessage
+from asanoha.platform.jobs.states import SUCCEEDED
 from asanoha.platform.personal import vault
 from asanoha.platform.store import Database, Tables
 
@@ -151,6 +155,7 @@ class PostgresJobRows(JobRows):
         self._claim_sql = CompiledStatement(self._claim, dialect)
         self._look_sql = CompiledStatement(self._look, dialect)
         self._end_sql = CompiledStatement(self._end_in_one(), dialect)
+        self._item_end_sql = CompiledStatement(self._item_end_in_one(), dialect)
         outbox = tables.outbox
         # A limited claim: its keys' locks, then the claim (see ``JobRows._claim_limited``).
         self._limited_sql = {
@@ -190,24 +195,9 @@ class PostgresJobRows(JobRows):
         still held the attempt (a redelivery may have judged it crashed meanwhile: the
         attempt did run), but not for an end sent again. Every part of the statement sees
         the row as it was before it. Returns 1 when the end holds the attempt."""
-        runs = self._tables.job_runs
         ended = self._end.returning(self._tables.outbox.c.state).cte("ended")
         again = self._ended_by.cte("again")
-        columns = [
-            "job_qn",
-            "task_id",
-            "tenant_id",
-            "attempt",
-            "status",
-            "error",
-            "started_at",
-            "finished_at",
-            "logs",
-        ]
-        values = select(
-            *(bindparam(f"run_{name}", type_=runs.c[name].type) for name in columns)
-        ).where(~exists(select(again.c.id)))
-        recorded = insert(runs).from_select(columns, values).cte("recorded")
+        recorded = self._recorded(~exists(select(again.c.id))).cte("recorded")
         # The end's event, from the row as the update left it (``job_events``).
         event = job_events.end_event(self._tables, self._dialect, ended).cte("end_event")
         counted = (
@@ -217,6 +207,44 @@ class PostgresJobRows(JobRows):
         # ``recorded`` and ``event`` are named so that they run; a data-modifying CTE runs
         # unreferenced.
         return select(counted).add_cte(recorded).add_cte(event)
+
+    def _item_end_in_one(self) -> Select[Any]:
+        """The success of a workflow step's job row that is not its step's last item, as
+        one statement that writes all of it or nothing: the item counted down on its step
+        (``workflows.count_down``, ``unless_last``) while the row still holds the attempt
+        (taken with its item first, so nothing changes them before the writes below), then
+        the item's end (``workflows.item_end``), the row's (``_end``), its run row and its
+        event. Returns 1 when it wrote them; 0 when it wrote nothing (the step's last item,
+        a step that no longer runs, an end that no longer holds the attempt or was written
+        already): ``JobRows.end`` writes that end, under its run's row lock."""
+        tables, outbox = self._tables, self._tables.outbox
+        holds = self._end.whereclause
+        assert holds is not None
+        held = select(outbox.c.id).where(holds).with_for_update().cte("held")
+        item = workflows.pending_item(tables, after=held).cte("item")
+        counted = workflows.count_down(tables, item.c.run_id, item.c.step, unless_last=True).cte(
+            "counted"
+        )
+        item_ended = workflows.item_end(tables, after=counted).cte("item_ended")
+        ended = (
+            self._end.where(exists(select(1).select_from(counted)))
+            .returning(outbox.c.state)
+            .cte("ended")
+        )
+        recorded = self._recorded(exists(select(1).select_from(ended))).cte("recorded")
+        event = job_events.end_event(tables, self._dialect, ended).cte("end_event")
+        wrote = select(func.count()).select_from(ended).scalar_subquery()
+        # The writes are named so that they run; a data-modifying CTE runs unreferenced.
+        return select(wrote).add_cte(item_ended).add_cte(recorded).add_cte(event)
+
+    def _recorded(self, condition: ColumnElement[bool]) -> Insert:
+        """The insert of the attempt's run row (``_run_values`` as ``run_*`` parameters),
+        when ``condition`` holds."""
+        runs = self._tables.job_runs
+        values = select(
+            *(bindparam(f"run_{name}", type_=runs.c[name].type) for name in _RUN_COLUMNS)
+        ).where(condition)
+        return insert(runs).from_select(_RUN_COLUMNS, values)
 
     @property
     def _ends_engine(self) -> Engine:
@@ -348,11 +376,46 @@ class PostgresJobRows(JobRows):
         end: AttemptEnd,
     ) -> bool:
         """See ``JobRows.end``."""
-        if self.ends_step(claim, end) or end.keep_result:
-            # A step's end starts what follows it in the same transaction, a kept result is
-            # written beside the end: the general path.
+        if self.ends_step(claim, end):
+            assert self.workflow_of is not None
+            if (
+                end.state == SUCCEEDED
+                and not end.keep_result
+                and workflows.one_of_many(self.workflow_of, job_qn, claim.headers)
+            ):
+                finished = clocks.now()
+                params = self._end_in_one_params(
+                    row_id, job_qn, tenant_id, attempt, claim, end, finished
+                )
+                if self._end_item_in_one(row_id, params, end.result):
+                    return True
+            # A step's end that may end its step starts what follows it in the same
+            # transaction, under its run's row lock: the general path.
+            return super().end(row_id, job_qn, tenant_id, attempt, claim, end)
+        if end.keep_result:
+            # A kept result is written beside the end: the general path.
             return super().end(row_id, job_qn, tenant_id, attempt, claim, end)
         finished = clocks.now()
+        params = self._end_in_one_params(row_id, job_qn, tenant_id, attempt, claim, end, finished)
+
+        def run(cursor: Any) -> bool:
+            self._end_sql.execute(cursor, params)
+            row = cursor.fetchone()
+            return bool(row and row[0])
+
+        return self._with_cursor(run)
+
+    def _end_in_one_params(
+        self,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        end: AttemptEnd,
+        finished: dt.datetime,
+    ) -> dict[str, Any]:
+        """The values of ``_end_in_one``: the end's, its run row's and its event's."""
         params = self._end_params(row_id, attempt, claim, end, finished)
         for name, value in self._run_values(
             row_id, job_qn, tenant_id, attempt, claim, end, finished
@@ -363,9 +426,30 @@ class PostgresJobRows(JobRows):
         for name in ("event_payload", "event_metadata"):
             event[name] = Jsonb(event[name])
         params.update(event)
+        return params
+
+    def _end_item_in_one(self, row_id: uuid.UUID, params: dict[str, Any], result: Any) -> bool:
+        """End a step's job row that succeeded, with its item, in one round trip, when it
+        is not its step's last item: then nothing follows it, and its end needs neither the
+        run's row nor anything read first. Returns ``False``, having written nothing, for
+        any other end (``_item_end_in_one``), which ``JobRows.end`` then writes.
+
+        Committed on its own (no transaction left open), a statement that wrote nothing
+        leaves no row lock behind (a count that waited for another end's keeps the step's
+        row locked to its end): the general end takes the run's row first, as every
+        transition of a run does, and no end or cancel waits for it in a circle."""
+        values = {
+            **params,
+            "item_job_id": row_id,
+            "item_state": SUCCEEDED,
+            # Sealed as the general end's transaction would: with the values the attempt
+            # carries (it opened none of its own).
+            "item_result": Jsonb(sealed_detached(self._database.engine, result)),
+            "item_error": None,
+        }
 
         def run(cursor: Any) -> bool:
-            self._end_sql.execute(cursor, params)
+            self._item_end_sql.execute(cursor, values)
             row = cursor.fetchone()
             return bool(row and row[0])
 
@@ -475,6 +559,9 @@ class _Held:
         return self._client
 
 
+#: The columns of an attempt's run row (``JobRows._run_values``).
+_RUN_COLUMNS = ["job_qn", "task_id", "tenant_id", "attempt", "status", "error", "started_at",
+                "finished_at", "logs"]  # fmt: skip
 #: The parameters a limited claim's call gives (the rest are its statements' constants).
 _CLAIM_NAMES = frozenset(
     {"row_id", "claim_attempt", "claim_started", "claim_due_by", "claim_token", "claim_lane",

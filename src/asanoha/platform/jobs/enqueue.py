@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, or_, select, update
+from sqlalchemy import Connection, Engine, and_, insert, or_, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time
@@ -27,7 +27,7 @@ from asanoha.platform.jobs.message import OutboxMessage
 from asanoha.platform.jobs.states import PENDING, RUNNING, SUCCEEDED, WAITING_TOKEN
 from asanoha.platform.model import JobDef
 from asanoha.platform.model.concurrency import key_value, stored_key, tenant_slot_key
-from asanoha.platform.personal.vault import seal_known
+from asanoha.platform.personal.vault import seal_carried, seal_known
 from asanoha.platform.store import Tables
 
 
@@ -162,6 +162,13 @@ def sealed(conn: Connection, value: Any) -> Any:
     or opened replaced by its sealed text (a payload, a workflow run's payload, a step's
     result)."""
     return seal_known(conn, value)
+
+
+def sealed_detached(engine: Engine, value: Any) -> Any:
+    """``sealed`` for a statement sent outside SQLAlchemy's connections, on ``engine``'s
+    database (a step's result on the end of its attempt): every personal value the
+    attempt carries replaced by its sealed text, as in a transaction that opened none."""
+    return seal_carried(engine, value)
 
 
 def _key_busy(conn: Connection, tables: Tables, key: str) -> bool:

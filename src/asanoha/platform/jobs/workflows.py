@@ -10,7 +10,11 @@ the starting write's, ``step_ended`` in the one that ends the step's attempt on 
 The barrier is a condition in the database: the end of a step's last item decrements each
 following step's ``remaining`` with one guarded ``UPDATE ... RETURNING``; the transaction
 that reads 0 back starts that step, so a fan-in starts exactly once however its
-predecessors' ends race (row locks on Postgres, the one writer on SQLite).
+predecessors' ends race (row locks on Postgres, the one writer on SQLite). The items of a
+step count themselves down the same way (``items_left``): on Postgres the success of an
+item that is not its step's last is one statement that neither takes the run's row nor
+reads anything first (``count_down`` with ``unless_last``, composed by
+``attempts_postgres``); the last item's end takes the general path, run row first.
 """
 
 from __future__ import annotations
@@ -21,7 +25,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    FromClause,
+    Select,
+    Update,
+    bindparam,
+    exists,
+    func,
+    insert,
+    select,
+    update,
+)
 
 from asanoha.platform.jobs import clocks
 from asanoha.platform.jobs.control import cancel_job_row, finish_held_row, retry_failed_row
@@ -52,6 +68,18 @@ WorkflowLookup = Callable[[str], WorkflowDef | None]
 def in_a_run(headers: Any) -> bool:
     """Whether a job row with ``headers`` runs as a step of a workflow run."""
     return isinstance(headers, Mapping) and RUN_HEADER in headers
+
+
+def one_of_many(workflow_of: WorkflowLookup, job_qn: str, headers: Mapping[str, Any]) -> bool:
+    """Whether the step job row of ``job_qn`` with ``headers`` may share its step with other
+    items: ``False`` for a declared step without ``map=`` (one row: its end is its step's),
+    ``True`` for a mapped one and for what no declared workflow says (a canvas's step)."""
+    step = headers.get(STEP_HEADER)
+    if not isinstance(step, str) or not job_qn.endswith(f":{step}"):
+        return True
+    workflow = workflow_of(job_qn[: -len(step) - 1])
+    declared = None if workflow is None else workflow.steps.get(step)
+    return declared is None or declared.qn != job_qn or declared.map is not None
 
 
 class StepMapError(Exception):
@@ -171,9 +199,8 @@ def step_ended(
         return []
     stored = sealed(conn, result) if state == SUCCEEDED else None
     conn.execute(
-        update(items)
-        .where(items.c.job_id == row_id, items.c.state == PENDING)
-        .values(state=state, result=stored, error=error)
+        item_end(tables),
+        {"item_job_id": row_id, "item_state": state, "item_result": stored, "item_error": error},
     )
     if state == FAILED:
         _end_run(conn, tables, run_id, FAILED, error=error, step=item.step, item=item.item)
@@ -185,16 +212,78 @@ def step_ended(
         return []
     if state != SUCCEEDED:
         return []
-    steps = tables.workflow_steps
-    left = conn.execute(
-        update(steps)
-        .where(steps.c.run_id == run_id, steps.c.step == item.step, steps.c.state == RUNNING)
-        .values(items_left=steps.c.items_left - 1)
-        .returning(steps.c.items_left)
-    ).scalar()
+    counted = count_down(tables, bindparam("count_run_id"), bindparam("count_step"))
+    left = conn.execute(counted, {"count_run_id": run_id, "count_step": item.step}).scalar()
     if left != 0:
         return []
     return _step_succeeded(conn, tables, workflow_of, run_id, item.step)
+
+
+def item_end(tables: Tables, *, after: FromClause | None = None) -> Update:
+    """The end of a step's job row on its item, while pending: its ``item_state``,
+    ``item_result`` (sealed) and ``item_error`` (bind parameters), for the job row
+    ``item_job_id``; returns the item's run and step. ``after``: only when that source (the
+    item's count, as a CTE) holds a row."""
+    items = tables.workflow_items
+    guard: list[ColumnElement[bool]] = [
+        items.c.job_id == bindparam("item_job_id", type_=items.c.job_id.type),
+        items.c.state == PENDING,
+    ]
+    if after is not None:
+        guard.append(exists(select(1).select_from(after)))
+    return (
+        update(items)
+        .where(*guard)
+        .values(
+            state=bindparam("item_state", type_=items.c.state.type),
+            result=bindparam("item_result", type_=items.c.result.type),
+            error=bindparam("item_error", type_=items.c.error.type),
+        )
+        .returning(items.c.run_id, items.c.step)
+    )
+
+
+def pending_item(tables: Tables, *, after: FromClause) -> Select[Any]:
+    """The run and step of the pending item of the job row ``item_job_id`` (a bind
+    parameter), its row locked: nothing ends or cancels it before its end's writes. Only
+    when ``after`` (the job row's lock, as a CTE) holds a row, and after it: the job row is
+    locked before its item, as every end and cancel of a step's row takes them."""
+    items = tables.workflow_items
+    return (
+        select(items.c.run_id, items.c.step)
+        .where(
+            exists(select(1).select_from(after)),
+            items.c.job_id == bindparam("item_job_id", type_=items.c.job_id.type),
+            items.c.state == PENDING,
+        )
+        .with_for_update()
+    )
+
+
+def count_down(
+    tables: Tables,
+    run_id: ColumnElement[Any],
+    step: ColumnElement[Any],
+    *,
+    unless_last: bool = False,
+) -> Update:
+    """One item of the running step ``step`` of the run ``run_id`` succeeded: its step's
+    ``items_left`` less one, returned. The transaction that reads 0 back ends the step.
+
+    ``unless_last``: only while other items are left (``items_left > 1``), so that the end
+    of an item that is not the last needs no run row lock. Ends serialize on the step's
+    row: of two that race for the last two items, the second finds 1 left and counts
+    nothing here; it ends through ``step_ended``, which takes the run's row first."""
+    steps = tables.workflow_steps
+    guard = [steps.c.run_id == run_id, steps.c.step == step, steps.c.state == RUNNING]
+    if unless_last:
+        guard.append(steps.c.items_left > 1)
+    return (
+        update(steps)
+        .where(*guard)
+        .values(items_left=steps.c.items_left - 1)
+        .returning(steps.c.items_left)
+    )
 
 
 def job_row_cancelled(conn: Connection, tables: Tables, job_id: uuid.UUID) -> None:

@@ -150,6 +150,17 @@ def seal_known(conn: Connection, value: Any) -> Any:
     return personal.vault(conn).seal_known(value)
 
 
+def seal_carried(engine: Engine, value: Any) -> Any:
+    """``value`` (JSON about to be stored through ``engine`` in a transaction that seals and
+    opens nothing of its own) with every personal value this context carries replaced by
+    its sealed text: what ``seal_known`` does in such a transaction, without one."""
+    personal = _BY_ENGINE.get(engine)
+    carried = _CARRIED.get()
+    if personal is None or not personal.encrypts or carried is None or not carried[1]:
+        return value
+    return _replace_known(value, None, carried[0], carried[1])
+
+
 def reveal(conn: Connection, value: Any) -> Any:
     """``value`` (JSON read through ``conn``) with its sealed values opened."""
     personal = _BY_ENGINE.get(conn.engine)
@@ -413,20 +424,30 @@ class Vault:
         opened replaced by its sealed text."""
         if not self._by_field:
             return value
-        return self._replace(value, None)
+        return _replace_known(value, None, self._by_text, self._by_field)
 
-    def _replace(self, value: Any, name: str | None) -> Any:
-        if isinstance(value, dict):
-            return {key: self._replace(inner, str(key)) for key, inner in value.items()}
-        if isinstance(value, list):
-            return [self._replace(inner, name) for inner in value]
-        if value is None or value is FORGOTTEN:
-            return value
-        if isinstance(value, str) and value in self._by_text:
-            return self._by_text[value]
-        if name is not None:
-            return self._by_field.get((name, _json(value)), value)
+
+def _replace_known(
+    value: Any,
+    name: str | None,
+    by_text: Mapping[str, str],
+    by_field: Mapping[tuple[str, str], str],
+) -> Any:
+    """``value`` with each value known by its text, or (under the field ``name``) by its
+    field, replaced by its sealed text."""
+    if isinstance(value, dict):
+        return {
+            key: _replace_known(inner, str(key), by_text, by_field) for key, inner in value.items()
+        }
+    if isinstance(value, list):
+        return [_replace_known(inner, name, by_text, by_field) for inner in value]
+    if value is None or value is FORGOTTEN:
         return value
+    if isinstance(value, str) and value in by_text:
+        return by_text[value]
+    if name is not None:
+        return by_field.get((name, _json(value)), value)
+    return value
 
 
 def _collect(value: Any, found: list[cipher.Sealed], known: Mapping[str, Any]) -> bool:
