@@ -481,3 +481,24 @@ def test_forgetting_a_person_deletes_the_files_of_the_rows_about_them(stack: Any
     assert [p.name for p in stored_paths(stack)] == [his["id"]]
     deleted = {str(r.id): r.deleted_at is not None for r in file_rows(stack)}
     assert deleted == {hers["id"]: True, his["id"]: False}
+
+
+def test_a_row_deleted_for_good_takes_its_files_with_it(stack: Any) -> None:
+    person = stack.http.write_ok("archive:write:person:create", {"name": "Ada"}, ADMIN)
+    evidence = uploaded(stack, PDF, "e.pdf", "application/pdf")
+    kept = uploaded(stack, PDF, "k.pdf", "application/pdf")
+    claim = stack.http.write_ok(
+        "archive:write:claim:create",
+        {"person": str(person["id"]), "evidence": evidence["id"]},
+        ADMIN,
+    )
+    stack.http.write_ok(
+        "archive:write:claim:create", {"person": str(person["id"]), "evidence": kept["id"]}, ADMIN
+    )
+    assert len(stored_paths(stack)) == 2
+    stack.http.write_ok("archive:write:claim:delete", {"id": str(claim["id"])}, ADMIN)
+    rows = {str(r.id): r for r in file_rows(stack)}
+    assert rows[evidence["id"]].deleted_at is not None
+    assert rows[evidence["id"]].purged_at is not None
+    assert rows[kept["id"]].deleted_at is None
+    assert [p.name for p in stored_paths(stack)] == [kept["id"]]

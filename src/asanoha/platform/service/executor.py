@@ -204,6 +204,15 @@ class EntityExecutor(EntityReader):
         for hook in self._env.registry.hooks("pre_delete", self.entity_def.key):
             hook(dict(row), self)
         projected = self._record(str(row["id"]), row["version"], "deleted", {"hard": hard})
+        if (
+            hard
+            and files.delete_row_files(
+                self._conn, self._env.tables, self._row_tenant, self.entity_def, str(row["id"])
+            )
+            and self._request is not None
+        ):
+            # Gone with the row: their content is deleted after the commit.
+            self._request.files_forgotten.append(str(row["id"]))
         for hook in self._env.registry.hooks("post_delete", self.entity_def.key):
             hook(dict(projected or row), self)
         return projected or {"id": row["id"], "version": row["version"] + 1, "deleted": True}

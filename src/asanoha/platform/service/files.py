@@ -181,6 +181,14 @@ def forget_row_files(conn: Connection, tables: Tables, tenant_id: str, subject: 
     return file_rows.mark_subject_files_deleted(conn, tables, tenant_id, subject) > 0
 
 
+def delete_row_files(
+    conn: Connection, tables: Tables, tenant_id: str, entity_def: EntityDef, row_id: str
+) -> bool:
+    """Mark the files of a row that is deleted for good as deleted, in the delete's
+    transaction; whether there were any (their content is purged after the commit)."""
+    return file_rows.mark_row_files_deleted(conn, tables, tenant_id, entity_def.key, row_id) > 0
+
+
 class Files:
     """The files of one application: its storage, its download links, its upload limits."""
 

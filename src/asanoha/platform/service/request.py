@@ -189,8 +189,8 @@ class Request:
     #: Collects the instruction fields this call reads and returns, when someone labels its
     #: result (MCP tool calls); ``None``: nobody asked, nothing is collected.
     reads: InstructionReads | None = None
-    #: The subjects whose files a forget in this transaction marked deleted: their content
-    #: is deleted after the commit (what is deleted is read from the committed rows, never
+    #: The subjects whose files a forget in this transaction marked deleted, and the rows
+    #: deleted for good with their files: their content is deleted after the commit (what is deleted is read from the committed rows, never
     #: from here). A list, so that the copies a batch item or a unit of work's write makes
     #: (``with_entry``) add to the one the commit reads.
     files_forgotten: list[str] = field(default_factory=list)

@@ -156,6 +156,25 @@ def mark_subject_files_deleted(
     return int(done.rowcount or 0)
 
 
+def mark_row_files_deleted(
+    conn: Connection, tables: Tables, tenant_id: str, entity: str, row_id: str
+) -> int:
+    """Mark the live files the row ``row_id`` of ``entity`` holds as deleted (the row is
+    being deleted for good, in this transaction); how many there were."""
+    files = tables.files
+    done = conn.execute(
+        update(files)
+        .where(
+            files.c.tenant_id == tenant_id,
+            files.c.entity == entity,
+            files.c.row_id == row_id,
+            files.c.deleted_at.is_(None),
+        )
+        .values(deleted_at=dt.datetime.now(dt.UTC))
+    )
+    return int(done.rowcount or 0)
+
+
 def files_of_subject(
     conn: Connection, tables: Tables, tenant_id: str, subject: str
 ) -> Sequence[StoredFile]:
