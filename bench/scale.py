@@ -60,7 +60,8 @@ BASE_TIME = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def scale_feature() -> Feature:
-    """Two entities: ``item`` is written, read and rebuilt; ``note`` only fills the store."""
+    """Two entities: ``item`` is written, read and rebuilt, and refers to a ``note`` (whose
+    title its lists and details answer in ``_refs``); ``note`` fills the store."""
     feature = Feature(FEATURE)
     item = Entity(
         table="scale_items",
@@ -69,6 +70,8 @@ def scale_feature() -> Feature:
             "title": fields.text(required=True, personal=False, reason="benchmark data"),
             "status": fields.select(STATUSES, filterable=True),
             "amount": fields.integer(sortable=True, filterable=True),
+            # Its note's title comes with every list page and detail, as ``_refs``.
+            "note": fields.reference(NOTE, label_field="title"),
         },
     )
     note = Entity(
@@ -117,6 +120,12 @@ def stream_entity(i: int) -> str:
 
 def stream_tenant(i: int) -> int:
     return (i // ITEM_EVERY) % len(TENANTS)
+
+
+def note_of(i: int) -> int:
+    """The note item stream ``i`` refers to: the stream after it (a note of its tenant,
+    preloaded in the same batch, since a batch holds whole groups of ``ITEM_EVERY``)."""
+    return i + 1
 
 
 def stream_length(i: int) -> int:
@@ -180,6 +189,7 @@ ITEM_COLUMNS = (
     "title",
     "status",
     "amount",
+    "note",
 )
 NOTE_COLUMNS = (*BASE_COLUMNS, "modified_by", "title", "amount")
 
@@ -197,7 +207,11 @@ def _event_line(i: int, version: int) -> str:
     user = f"user-{stream_tenant(i)}"
     if version == 1:
         verb = "created"
-        status = f', "status": "{STATUSES[i % 3]}"' if entity == ITEM else ""
+        status = (
+            f', "status": "{STATUSES[i % 3]}", "note": "{stream_id(note_of(i))}"'
+            if entity == ITEM
+            else ""
+        )
         payload = f'{{"data": {{"title": "{entity} {i}"{status}, "amount": {amount_at(i, 1)}}}}}'
         handler = qn("write", entity, "create")
     else:
@@ -239,6 +253,7 @@ def _row_line(i: int) -> str:
             f"item {i}",
             STATUSES[i % 3],
             amount_at(i, last),
+            stream_id(note_of(i)),
         )
     return _copy_line(*base, f"user-{tenant}", f"note {i}", amount_at(i, last))
 
@@ -264,6 +279,8 @@ class Store:
         if events <= self.events:
             return 0.0
         count = streams_for(events - self.events, self.streams)
+        # Whole groups of ``ITEM_EVERY`` streams: an item's note is preloaded with it.
+        count = -(-count // ITEM_EVERY) * ITEM_EVERY
         started = time.perf_counter()
         preload(self.url, self.streams, count)
         self.events += sum(stream_length(i) for i in range(self.streams, self.streams + count))
@@ -305,13 +322,16 @@ def run_operation(store: Store, operation: str, rng: random.Random) -> None:
         if found is None:
             raise RuntimeError(f"{store.name}: item {i} not found")
     elif operation == "list":
-        # Filtered on one field, sorted on another, first page: the common list call.
+        # Filtered on one field, sorted on another, first page: the common list call, with
+        # the labels of the notes its rows refer to (``_refs``, one query for the page).
         payload = {"filter": {"status": STATUSES[rng.randrange(2)]}, "sort": ["-amount"]}
         page = service.dispatch_query(
             qn("query", ITEM, "list"), payload, USERS[rng.randrange(len(TENANTS))]
         )
         if not page["rows"]:
             raise RuntimeError(f"{store.name}: empty list page")
+        if not page.get("_refs"):
+            raise RuntimeError(f"{store.name}: a list page without the notes' labels")
     else:
         raise ValueError(operation)
 
