@@ -211,6 +211,8 @@ class Settings(BaseSettings):
     file_types: str = "*/*"
     #: Seconds a file's signed download link (its ``url``) stays valid.
     file_url_ttl: int = Field(default=300, ge=1)
+    #: Hours an upload may wait for a write to take it; the hourly prune deletes it after.
+    file_unattached_hours: float = Field(default=24, gt=0)
 
     @property
     def jwt_secrets(self) -> tuple[str, ...]:

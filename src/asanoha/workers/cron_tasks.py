@@ -74,7 +74,11 @@ def register_cron_tasks(
             keys = prune_expired(conn, service.tables)
             before = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
             ticks = cron_ticks.prune_ticks(conn, service.tables, before)
+        uploads = service.files.prune_unattached(
+            dt.datetime.now(dt.UTC) - dt.timedelta(hours=settings.file_unattached_hours)
+        )
         log.info("pruned %d finished job rows older than %g days", deleted, days)
+        log.info("pruned %d uploads no write took within ASANOHA_FILE_UNATTACHED_HOURS", uploads)
         log.info("pruned %d idempotency keys older than ASANOHA_IDEMPOTENCY_TTL", keys)
         log.info("pruned %d cron ticks (each job's newest is kept)", ticks)
         return deleted

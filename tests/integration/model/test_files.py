@@ -6,6 +6,7 @@ rebuild reproduces the file fields; on Postgres and SQLite."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from asanoha import Access, Agent, Entity, Feature, UnprocessableError, WriteContext, fields
 from asanoha.handlers import personal_data
@@ -502,3 +503,41 @@ def test_a_row_deleted_for_good_takes_its_files_with_it(stack: Any) -> None:
     assert rows[evidence["id"]].purged_at is not None
     assert rows[kept["id"]].deleted_at is None
     assert [p.name for p in stored_paths(stack)] == [kept["id"]]
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_the_hourly_prune_deletes_uploads_no_write_took(asanoha_stack: Any, database: str) -> None:
+    from asanoha.workers.beat import PRUNE_TASK_NAME
+    from asanoha.workers.lanes import queue_name
+
+    # A worker runs the prune: the stack needs a job to start one.
+    worked = Feature("files-worker")
+    worked.job("noop", manual=True)(lambda payload, ctx: None)
+    stack = asanoha_stack(
+        features=[archive, personal_data.feature, worked],
+        database=database,
+        jobs=True,
+        settings={"file_max_bytes": 1000, "file_types": "application/pdf,image/*,text/*"},
+    )
+    taken = uploaded(stack, PDF, "taken.pdf", "application/pdf")
+    left = uploaded(stack, PDF, "left.pdf", "application/pdf")
+    fresh = uploaded(stack, PDF, "fresh.pdf", "application/pdf")
+    stack.http.write_ok(CREATE, {"title": "t", "attachment": taken["id"]}, ADMIN)
+    long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=25)
+    files = stack.tables.files
+    with stack.db.begin() as conn:
+        conn.execute(
+            update(files)
+            .where(files.c.id.in_([uuid.UUID(taken["id"]), uuid.UUID(left["id"])]))
+            .values(created_at=long_ago)
+        )
+    queue = queue_name(stack.app.settings.queue_prefix, "worker")
+    stack.app.celery.send_task(PRUNE_TASK_NAME, queue=queue)
+    stack.drain()
+    rows = {str(r.id): r for r in file_rows(stack)}
+    assert rows[left["id"]].deleted_at is not None and rows[left["id"]].purged_at is not None
+    assert rows[taken["id"]].deleted_at is None and rows[fresh["id"]].deleted_at is None
+    assert sorted(p.name for p in stored_paths(stack)) == sorted([taken["id"], fresh["id"]])
+    with stack.nothing_written():
+        error = stack.http.write_err(CREATE, {"title": "late", "attachment": left["id"]}, ADMIN)
+    assert (error.http_status, error.reason) == (422, "file_not_found")

@@ -19,6 +19,7 @@ The event holds the file id only: a projection rebuilt from the events holds the
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import mimetypes
@@ -313,6 +314,15 @@ class Files:
         return {**stored.describe(), "url": self.links.url(stored.tenant_id, stored.id)}
 
     # -- forgetting -------------------------------------------------------------------------
+
+    def prune_unattached(self, before: dt.datetime) -> int:
+        """Delete the uploads no write took before ``before`` (marked, then their content);
+        how many were marked."""
+        with self._database.begin() as conn:
+            marked = file_rows.mark_unattached_deleted(conn, self._tables, before)
+        if marked:
+            self.purge()
+        return marked
 
     def purge(self) -> int:
         """Delete the content of the files marked deleted by committed forgets; how many

@@ -175,6 +175,23 @@ def mark_row_files_deleted(
     return int(done.rowcount or 0)
 
 
+def mark_unattached_deleted(conn: Connection, tables: Tables, before: dt.datetime) -> int:
+    """Mark the uploads that no write took and that are older than ``before`` as deleted;
+    how many. A write attaching one meanwhile wins (it holds the file's row: the condition
+    is checked again once it commits), or finds it deleted (422 ``file_not_found``)."""
+    files = tables.files
+    done = conn.execute(
+        update(files)
+        .where(
+            files.c.row_id.is_(None),
+            files.c.created_at < before,
+            files.c.deleted_at.is_(None),
+        )
+        .values(deleted_at=dt.datetime.now(dt.UTC))
+    )
+    return int(done.rowcount or 0)
+
+
 def files_of_subject(
     conn: Connection, tables: Tables, tenant_id: str, subject: str
 ) -> Sequence[StoredFile]:

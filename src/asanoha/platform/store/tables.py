@@ -629,13 +629,16 @@ def _files_table(metadata: MetaData) -> Table:
         #: subject deletes the file.
         Column("subject", String(200), nullable=True),
         Column("attached_at", Timestamp, nullable=True),
-        #: When its row's subject was forgotten (its content is deleted after the commit).
+        #: When it was deleted: its row's subject forgotten, its row deleted for good, or
+        #: an upload no write took in time (its content is deleted after the commit).
         Column("deleted_at", Timestamp, nullable=True),
         #: When its content left the storage backend.
         Column("purged_at", Timestamp, nullable=True),
         Index("ix_asanoha_files_row", "tenant_id", "row_id"),
         Index("ix_asanoha_files_subject", "tenant_id", "subject"),
         Index("ix_asanoha_files_purge", "deleted_at", "purged_at"),
+        # The uploads no write took (``row_id`` null), oldest first: the hourly prune's.
+        Index("ix_asanoha_files_unattached", "row_id", "created_at"),
     )
 
 

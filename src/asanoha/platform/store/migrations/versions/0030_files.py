@@ -39,9 +39,11 @@ def upgrade() -> None:
     op.create_index("ix_asanoha_files_row", "asanoha_files", ["tenant_id", "row_id"])
     op.create_index("ix_asanoha_files_subject", "asanoha_files", ["tenant_id", "subject"])
     op.create_index("ix_asanoha_files_purge", "asanoha_files", ["deleted_at", "purged_at"])
+    op.create_index("ix_asanoha_files_unattached", "asanoha_files", ["row_id", "created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_asanoha_files_unattached", table_name="asanoha_files")
     op.drop_index("ix_asanoha_files_purge", table_name="asanoha_files")
     op.drop_index("ix_asanoha_files_subject", table_name="asanoha_files")
     op.drop_index("ix_asanoha_files_row", table_name="asanoha_files")
