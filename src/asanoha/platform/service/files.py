@@ -102,7 +102,8 @@ def check_file_fields(
     current: Mapping[str, Any] | None = None,
 ) -> list[Attachment]:
     """Refuse (422, naming the field) a written file id that names no live file of the
-    tenant (``file_not_found``), one another row holds (``file_in_use``), or a file the field
+    tenant (``file_not_found``), one another row holds (``file_in_use``; which row is not
+    said: the caller may not read it), or a file the field
     does not take (``file_type_not_allowed``, ``file_too_large``); the files to attach to the
     row otherwise. Each file row is locked until the write commits, so that a forget of the
     subject that holds it cannot cross the write."""
@@ -124,7 +125,6 @@ def check_file_fields(
                 entity=entity_def.key,
                 field=name,
                 id=str(file_id),
-                owner=f"{found.entity} {found.row_id}",
             )
         if not accepts(declared, found.content_type):
             raise UnprocessableError(
