@@ -42,7 +42,6 @@ from sqlalchemy.exc import DBAPIError
 
 from asanoha.platform.jobs import clocks, control, guards, job_events, publishing, workflows
 from asanoha.platform.jobs.clocks import (
-    RELAY_GRACE,
     WAKE_LOST_AFTER,
     as_utc,
     due_by,
@@ -817,8 +816,9 @@ class JobRows:
 
     @staticmethod
     def _woken_relay_after() -> dt.datetime:
-        # The waker publishes the woken row itself; the relay leaves it the grace to do so.
-        return clocks.now() + dt.timedelta(seconds=RELAY_GRACE)
+        # The waker publishes the woken row itself, as the broker holds a countdown: the
+        # relay's rule for a row published by someone else (``clocks.relay_time``).
+        return relay_time(clocks.now(), by_broker=True)
 
     def forget_inherited_connections(self, **_: Any) -> None:
         """After a fork: drop connections of the parent (see ``Database``)."""
