@@ -572,11 +572,8 @@ class Console:
 
     async def consumers(self, request: Request, session: Session) -> Response:
         """Every consumer's position, lag, status, attempts, last error and stopping event."""
-        answer = await calls.query(
-            self.parts.service, request, session.user, "consumer-admin:query:status", {}
-        )
-        missing = _missing_feature(answer)
-        found = answer.data if answer.ok else []
+        data, refused = await self.listed(request, session, "consumer-admin:query:status")
+        found = data or []
         return self.render(
             request,
             "consumers.html",
@@ -584,8 +581,7 @@ class Console:
             title="Consumers",
             active="consumers",
             live="consumers",
-            missing=missing,
-            problem=_problem(answer) if missing is None else None,
+            **refused,
             consumers=found,
             chart=lag_chart(found),
             is_operator=self.is_operator(session),
@@ -618,10 +614,7 @@ class Console:
 
     async def projections(self, request: Request, session: Session) -> Response:
         """Every declared projection: table, mode, events, and an async one's lag."""
-        answer = await calls.query(
-            self.parts.service, request, session.user, "projection-admin:query:list", {}
-        )
-        missing = _missing_feature(answer)
+        data, refused = await self.listed(request, session, "projection-admin:query:list")
         return self.render(
             request,
             "projections.html",
@@ -630,9 +623,8 @@ class Console:
             active="projections",
             # An async projection moves as its consumer does.
             live="consumers",
-            missing=missing,
-            problem=_problem(answer) if missing is None else None,
-            projections=answer.data if answer.ok else [],
+            **refused,
+            projections=data or [],
         )
 
     # -- writes ---------------------------------------------------------------------------
@@ -654,19 +646,15 @@ class Console:
 
     async def tokens(self, request: Request, session: Session) -> Response:
         """The personal access tokens of the principal (an Admin: of its tenant)."""
-        answer = await calls.query(
-            self.parts.service, request, session.user, "tokens:query:list", {}
-        )
-        missing = _missing_feature(answer)
+        data, refused = await self.listed(request, session, "tokens:query:list")
         return self.render(
             request,
             "tokens.html",
             session=session,
             title="Tokens",
             active="tokens",
-            missing=missing,
-            problem=_problem(answer) if missing is None else None,
-            tokens=answer.data if answer.ok else [],
+            **refused,
+            tokens=data or [],
         )
 
     async def revoke_token(self, request: Request, session: Session) -> Response:
@@ -685,19 +673,15 @@ class Console:
     async def settings(self, request: Request, session: Session) -> Response:
         """The tenant's configuration, which secrets are set (never their values), which
         toggleable features are on, and each entity's retention policy."""
-        answer = await calls.query(
-            self.parts.service, request, session.user, "config:query:list", {}
-        )
-        missing = _missing_feature(answer)
-        found = answer.data if answer.ok else {}
+        data, refused = await self.listed(request, session, "config:query:list")
+        found = data or {}
         return self.render(
             request,
             "settings.html",
             session=session,
             title="Settings",
             active="settings",
-            missing=missing,
-            problem=_problem(answer) if missing is None else None,
+            **refused,
             config=found.get("config", []),
             secrets=found.get("secrets", []),
             switches=found.get("features", []),
@@ -751,6 +735,20 @@ class Console:
         if not answer.ok:
             return _back(back, error=_message(answer))
         return _back(back, notice="secret-removed" if remove else "secret-set")
+
+    async def listed(
+        self, request: Request, session: Session, qn: str
+    ) -> tuple[Any, dict[str, Any]]:
+        """What the query handler ``qn`` answers a page (``None`` when it refused), and what
+        the page shows of a refusal: the bundled feature the application lacks
+        (``missing``), else the error (``problem``)."""
+        answer = await calls.query(self.parts.service, request, session.user, qn, {})
+        missing = _missing_feature(answer)
+        refused: dict[str, Any] = {
+            "missing": missing,
+            "problem": _problem(answer) if missing is None else None,
+        }
+        return (answer.data if answer.ok else None), refused
 
     def is_operator(self, session: Session) -> bool:
         """Whether the principal is in the operator tenant (``ASANOHA_OPERATOR_TENANT``)."""
