@@ -119,8 +119,15 @@ class DeclaringProbe:
     def count(self, queues: Sequence[str]) -> tuple[dict[str, int], int]:
         queued: dict[str, int] = {}
         with self._lock:
-            for queue in queues:
-                queued[queue] = self._ready(queue)
+            try:
+                for queue in queues:
+                    queued[queue] = self._ready(queue)
+            except self._connection.connection_errors:
+                # A read that timed out leaves a frame half read, and a connection the broker
+                # closed stays closed: either would fail every later count. Drop it without a
+                # goodbye (the broker may not answer one); the next count connects afresh.
+                self._connection.collect()
+                raise
         return queued, self._outcomes.in_flight
 
     def _ready(self, queue: str) -> int:
