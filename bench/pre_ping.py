@@ -3,8 +3,10 @@ creates with pre-ping against the same creates without it, with 1 and 8 threads.
 
     .venv/bin/python bench/pre_ping.py [--seconds 3] [--rounds 2] [--json PATH]
 
-Pre-ping tests a pooled connection with one round trip each time it is checked out, so a
-database restart fails no call on a stale connection. The two applications write to one
+Pre-ping tests a pooled connection before it is handed out, so a database restart fails no
+call on a stale connection; it pings (one round trip) only a connection whose socket has
+something to read or that sat idle for long (``store/liveness``), so a busy pool pays a
+``poll()`` per checkout. The two applications write to one
 database, alternating round by round; each one's best round is kept. The database is made
 for the run and dropped at the end.
 """

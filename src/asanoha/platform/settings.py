@@ -49,8 +49,9 @@ class Settings(BaseSettings):
     database_url: str = EMBEDDED_DATABASE_URL
     #: Connections each process keeps to the database (as many again may overflow).
     database_pool_size: int = 10
-    #: Test each pooled connection before use (one extra round trip per transaction), so a
-    #: database restart costs no failed call per stale connection.
+    #: Test each pooled connection before use, so a database restart costs no failed call per
+    #: stale connection (a round trip only for a connection that may be dead: see
+    #: ``store/liveness``).
     database_pre_ping: bool = True
     #: A streaming hot standby of the database: queries declared ``replica=True`` read from
     #: it when called over HTTP (read-your-writes by the caller's commit position). Unset:

@@ -27,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 
 from asanoha.platform.store.inserts import execute_bound, execute_insert
+from asanoha.platform.store.liveness import check_before_use
 
 #: Execution option of a connection whose transactions only read (no write lock on SQLite).
 READS_ONLY = "asanoha_reads_only"
@@ -104,15 +105,13 @@ class PostgresBackend:
 
     def create_engine(self, url: URL, pool_size: int, pre_ping: bool = True) -> Engine:
         # Pre-ping is on by default: without it a server restart (or a network that drops idle
-        # connections) fails one call per stale pooled connection. It costs a round trip per
-        # checkout (bench/pre_ping.py measures it); recycling bounds the age of idle ones.
-        return create_engine(
-            url,
-            pool_size=pool_size,
-            max_overflow=pool_size,
-            pool_pre_ping=pre_ping,
-            pool_recycle=1800,
-        )
+        # connections) fails one call per stale pooled connection. ``liveness`` pings only a
+        # connection that may be dead (bench/pre_ping.py measures the cost); recycling bounds
+        # the age of idle ones.
+        engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+        if pre_ping:
+            check_before_use(engine)
+        return engine
 
     def insert_unless_exists(self, conn: Connection, table: Table, row: dict[str, Any]) -> Any:
         # ON CONFLICT DO NOTHING waits for a concurrent inserter of the same key and then
