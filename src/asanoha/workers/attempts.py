@@ -31,6 +31,7 @@ from asanoha.platform.jobs.attempts import (
     JobRowsUnavailable,
     RunStatus,
     Unclaimed,
+    WaitingRow,
     describe_error,
     sanitize_error,
 )
@@ -525,16 +526,20 @@ class AttemptRunner:
         *,
         give_back: bool = True,
     ) -> bool:
+        woken: list[WaitingRow] = []
         try:
-            ended = self._rows.end(row_id, job.qn, tenant_id, attempt, claim, end)
+            if job.claim_limited:
+                ended, woken = self._rows.end_and_wake(row_id, job.qn, tenant_id, attempt,
+                                                       claim, end)  # fmt: skip
+            else:
+                ended = self._rows.end(row_id, job.qn, tenant_id, attempt, claim, end)
         except JobRowsUnavailable as exc:
             if not give_back:
                 raise
             # The row still says running: given back, the message comes again as a
             # redelivery, which ends this attempt as crashed (at least once, never lost).
             _give_back(job, row_id, "ending the attempt on", exc)
-        if job.claim_limited:
-            self._wake_waiting(job, row_id)
+        self._publish_woken(woken)
         if self._rows.ends_step(claim, end):
             # The steps this end of a step (declared, or of a canvas) started.
             self._publish_started(row_id)
@@ -588,12 +593,10 @@ class AttemptRunner:
     def _wake_waiting(self, job: JobDef, row_id: uuid.UUID) -> None:
         """Publish the oldest row waiting for a key the ended attempt held (the relay
         publishes it should this fail)."""
-        try:
-            woken = self._rows.wake(row_id)
-        except Exception:
-            log.warning("%s %s: waking the rows waiting for its key failed; the relay "
-                        "sends them", job.qn, row_id, exc_info=True)  # fmt: skip
-            return
+        self._publish_woken(self._rows.wake_or_leave_to_relay(row_id, job.qn))
+
+    def _publish_woken(self, woken: list[WaitingRow]) -> None:
+        """Publish the rows an end made due (the relay sends one whose publish fails)."""
         for row in woken:
             message = OutboxMessage(row.id, row.job_qn, attempt=row.attempt, priority=row.priority)
             try:

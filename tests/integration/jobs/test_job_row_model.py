@@ -222,10 +222,14 @@ class JobRowMachine(RuleBasedStateMachine):
         else:
             later = self.now + dt.timedelta(seconds=SNOOZE)
             end = AttemptEnd("snoozed", PENDING, not_before=later, relay_after=later, spent=False)
-        held = self.rows_api.end(row.id, qn(row.job), TENANT, attempt, row.claim, end)
-        assert held
+        # As a worker ends it: a limited job's end wakes the rows waiting for its keys.
         if definition.claim_limited:
-            self.rows_api.wake(row.id)
+            held, _ = self.rows_api.end_and_wake(
+                row.id, qn(row.job), TENANT, attempt, row.claim, end
+            )
+        else:
+            held = self.rows_api.end(row.id, qn(row.job), TENANT, attempt, row.claim, end)
+        assert held
         row.claim = None
         row.runs.append(self.now)
         row.attempt = end.row_attempt(attempt)

@@ -1,5 +1,5 @@
 """The locks of a job row's keys, and the one-round-trip transactions that take them on
-Postgres: a limited claim and a wake send ``BEGIN; lock; ...; COMMIT`` at once, and must
+Postgres: a limited claim and a wake pipeline ``BEGIN; lock; ...; COMMIT``, and must
 hold the same lock that every other holder of the key takes, computed the same way."""
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ def test_a_compiled_transaction_keeps_each_statements_constants_and_commits_as_o
     )
     raw = psycopg.connect(_conninfo(stack), autocommit=True)
     try:
-        cursor = psycopg.ClientCursor(raw)
+        cursor = raw.cursor()
+        assert both.execute(cursor, {}) == [[(1,)], [("two",)]]
+        # Twice: a statement sent again is prepared, its constants still its own.
         assert both.execute(cursor, {}) == [[(1,)], [("two",)]]
         with pytest.raises(psycopg.errors.InvalidTextRepresentation):
             failing.execute(cursor, {})
@@ -94,6 +96,34 @@ def test_a_limited_claim_and_a_wake_wait_for_their_keys_lock(asanoha_stack: Any)
     assert token_of(stack, second) is None
     # Woken once: a second wake finds nothing waiting.
     assert rows.wake(first) == []
+    assert isinstance(rows.claim(second, 1, limit=ClaimLimit.of(job)), Claim)
+
+
+def test_the_end_of_a_limited_attempt_wakes_its_waiting_row_in_its_transaction(
+    asanoha_stack: Any,
+) -> None:
+    stack = asanoha_stack(features=[feature], database="postgres")
+    job = stack.app.registry.job(QN)
+    rows = job_rows_for(stack.db, stack.tables)
+    first, second = place(stack, job), place(stack, job)
+    key = key_of(stack, first)
+    claimed = rows.claim(first, 1, limit=ClaimLimit.of(job))
+    assert isinstance(claimed, Claim)
+    assert not isinstance(rows.claim(second, 1, limit=ClaimLimit.of(job)), Claim)
+    end = AttemptEnd("succeeded", SUCCEEDED)
+
+    # The end waits for the key's lock with the wake: neither is committed before it has it.
+    ended, woken = while_locked(
+        stack, key, lambda: rows.end_and_wake(first, QN, "default", 1, claimed, end)
+    )
+    assert ended
+    assert [(row.id, row.attempt) for row in woken] == [(second, 1)]
+    assert token_of(stack, second) is None
+    # Sent again (its reply lost): the end is not written twice, nothing more is woken.
+    assert rows.end_and_wake(first, QN, "default", 1, claimed, end) == (True, [])
+    runs = stack.tables.job_runs
+    with stack.db.engine.connect() as conn:
+        assert conn.execute(select(runs.c.status)).scalars().all() == ["succeeded"]
     assert isinstance(rows.claim(second, 1, limit=ClaimLimit.of(job)), Claim)
 
 

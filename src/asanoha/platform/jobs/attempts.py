@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import secrets
 import threading
 import uuid
@@ -70,6 +71,7 @@ RunStatus = Literal[
     "succeeded", "failed", "retrying", "crashed", "cancelled", "snoozed", "rate_limited"
 ]
 T = TypeVar("T")
+log = logging.getLogger("asanoha.jobs")
 
 
 class JobRowsUnavailable(Exception):
@@ -808,6 +810,32 @@ class JobRows:
                 ]
 
         return once_more_after_disconnect(write)
+
+    def end_and_wake(
+        self,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        end: AttemptEnd,
+    ) -> tuple[bool, list[WaitingRow]]:
+        """``end``, then ``wake``: the end of an attempt of a job whose claims are limited by
+        keys, with the rows that waited for them made due. Returns whether the end holds the
+        attempt, and the woken rows (none when the wake failed: the relay sends them once
+        ``WAKE_LOST_AFTER`` passed). Raises what ``end`` raises."""
+        ended = self.end(row_id, job_qn, tenant_id, attempt, claim, end)
+        return ended, self.wake_or_leave_to_relay(row_id, job_qn)
+
+    def wake_or_leave_to_relay(self, row_id: uuid.UUID, job_qn: str) -> list[WaitingRow]:
+        """``wake``; none when it failed (logged): the relay sends the rows that still wait
+        once ``WAKE_LOST_AFTER`` passed."""
+        try:
+            return self.wake(row_id)
+        except Exception:
+            log.warning("%s %s: waking the rows waiting for its key failed; the relay sends "
+                        "them", job_qn, row_id, exc_info=True)  # fmt: skip
+            return []
 
     def mark_published(self, sent: list[OutboxMessage], failed: list[OutboxMessage]) -> None:
         """Mark the messages a worker published (a retry, a woken row, a started step) on

@@ -12,10 +12,10 @@ shape: Postgres composes the row's update, the check for an end sent again and t
 row's insert into one statement (data-modifying CTEs, which SQLite lacks); ``JobRows``
 sends the same three statements in one transaction. A claim that must count its keys'
 running attempts (``sequential``, ``max_per_tenant``) and a wake of the rows waiting for
-them take the keys' locks first: both go as one transaction in one round trip
-(``CompiledTransaction``), as does the mark of a message the worker published. Each thread
-keeps the connection it checked out, with its cursor: a checkout and a check-in per
-statement cost about as much CPU as the statement.
+them take the keys' locks first: each goes as one transaction in one round trip (a pipeline,
+``CompiledTransaction``), and the end of such an attempt goes with its wake in one
+(``end_and_wake``). Each thread keeps the connection it checked out, with its cursor: a
+checkout and a check-in per statement cost about as much CPU as the statement.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any, NamedTuple, TypeVar
 
 import psycopg
@@ -85,11 +86,16 @@ class CompiledStatement:
 
     __slots__ = ("constants", "sql")
 
-    def __init__(self, statement: ClauseElement, dialect: Dialect) -> None:
+    def __init__(
+        self, statement: ClauseElement, dialect: Dialect, names: Collection[str] | None = None
+    ) -> None:
         compiled = statement.compile(dialect=dialect)
         self.sql = str(compiled)
+        # ``names``: the parameters each call gives (by default, those without a value).
         self.constants = {
-            name: value for name, value in compiled.params.items() if value is not None
+            name: value
+            for name, value in compiled.params.items()
+            if (value is not None if names is None else name not in names)
         }
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> None:
@@ -100,47 +106,37 @@ class CompiledStatement:
 class CompiledTransaction:
     """Statements compiled once for Postgres and sent as one transaction in one round trip.
 
-    ``BEGIN; <statements>; COMMIT`` goes as one simple query, which a client-side binding
-    cursor allows (a server-side one takes one statement): a claim that must lock its keys
-    before it counts them costs one round trip, as a claim that needs no lock does. Each
-    statement sees what the ones before it committed (read committed takes a snapshot per
-    statement), so the locks the first takes cover what the next ones read. ``names`` are
-    the parameters each call gives; every other parameter is a constant of its statement,
-    renamed apart from the other statements' constants.
+    ``BEGIN``, the statements and ``COMMIT`` go in one pipeline (libpq's pipeline mode):
+    sent together, each prepared as it would be alone, their results read once the server
+    answered them all. A claim that must lock its keys before it counts them costs one round
+    trip, as a claim that needs no lock does. Each statement sees what the ones before it
+    did (read committed takes a snapshot per statement), so the locks the first takes cover
+    what the next ones read. A statement that fails aborts the transaction: nothing after it
+    runs, nothing before it commits (the connection, left in the failed transaction, is the
+    caller's to throw away). ``names`` are the parameters each call gives; every other
+    parameter is a constant of its statement.
     """
 
-    __slots__ = ("constants", "sql")
+    __slots__ = ("parts",)
 
     def __init__(
         self, statements: Sequence[ClauseElement], dialect: Dialect, names: Collection[str]
     ) -> None:
-        parts = ["BEGIN"]
-        self.constants: dict[str, Any] = {}
-        for index, statement in enumerate(statements):
-            compiled = statement.compile(dialect=dialect)
-            sql = str(compiled)
-            if "POSTCOMPILE" in sql:
-                raise ValueError("a statement of a compiled transaction expands a parameter")
-            for name, value in compiled.params.items():
-                if name not in names:
-                    renamed = f"s{index}_{name}"
-                    sql = sql.replace(f"%({name})s", f"%({renamed})s")
-                    self.constants[renamed] = value
-            parts.append(sql)
-        parts.append("COMMIT")
-        self.sql = ";\n".join(parts)
+        self.parts = [CompiledStatement(statement, dialect, names) for statement in statements]
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> list[list[Any]]:
-        """Send the transaction on the client-side cursor ``cursor``; the rows of each
-        statement, in order."""
-        cursor.execute(self.sql, {**self.constants, **values})
-        results: list[list[Any]] = []
-        while True:
-            results.append(cursor.fetchall() if cursor.description is not None else [])
-            if not cursor.nextset():
-                break
-        # Without BEGIN's and COMMIT's (empty) results.
-        return results[1:-1]
+        """Send the transaction on ``cursor``'s connection; the rows of each statement, in
+        order."""
+        connection = cursor.connection
+        sent: list[Any] = []
+        # A libpq older than 14 has no pipelines: the statements then go one by one.
+        with connection.pipeline() if _PIPELINES else nullcontext():
+            cursor.execute("BEGIN")
+            for part in self.parts:
+                sent.append(connection.cursor())
+                part.execute(sent[-1], values)
+            cursor.execute("COMMIT")
+        return [one.fetchall() if one.description is not None else [] for one in sent]
 
 
 class PostgresJobRows(JobRows):
@@ -171,12 +167,18 @@ class PostgresJobRows(JobRows):
         ]
         # A wake: the ended row's keys' locks, then the wake of each key.
         self._wake_sql = CompiledTransaction(
-            [
-                key_locks(outbox, [outbox.c[column] for column in control.KEY_COLUMNS]),
-                *(self._wakes[column] for column in control.KEY_COLUMNS),
-            ],
+            self._wake_statements(), dialect, {"row_id", "wake_relay_after"}
+        )
+        # The end of an attempt of a key-limited job, then the wake (``end_and_wake``).
+        end_names = {
+            name
+            for name, value in self._end_in_one().compile(dialect=dialect).params.items()
+            if value is None
+        }
+        self._end_wake_sql = CompiledTransaction(
+            [self._end_in_one(), *self._wake_statements()],
             dialect,
-            {"row_id", "wake_relay_after"},
+            end_names | {"row_id", "wake_relay_after"},
         )
         self._url = database.url
         self._engine_: Engine | None = None
@@ -187,6 +189,14 @@ class PostgresJobRows(JobRows):
         #: Connections a forked process inherited: kept referenced, never used or closed
         #: (their sockets are the parent's).
         self._inherited: list[_Held] = []
+
+    def _wake_statements(self) -> list[ClauseElement]:
+        """A wake's statements: the ended row's keys' locks, then the wake of each key."""
+        outbox = self._tables.outbox
+        return [
+            key_locks(outbox, [outbox.c[column] for column in control.KEY_COLUMNS]),
+            *(self._wakes[column] for column in control.KEY_COLUMNS),
+        ]
 
     def _end_in_one(self) -> Select[Any]:
         """``JobRows``'s end as one statement: the row's update (``_end``), the check for
@@ -338,7 +348,7 @@ class PostgresJobRows(JobRows):
                 priority=row[4],
             )  # fmt: skip
 
-        claim = self._with_cursor(run, client=True)
+        claim = self._with_cursor(run)
         if claim is not None:
             return claim
         return super().claim(row_id, attempt, token, lane=lane, limit=limit)
@@ -351,7 +361,34 @@ class PostgresJobRows(JobRows):
             _, *woken = self._wake_sql.execute(cursor, values)
             return [woken_row(row) for rows in woken for row in rows]
 
-        return self._with_cursor(run, client=True)
+        return self._with_cursor(run)
+
+    def end_and_wake(
+        self,
+        row_id: uuid.UUID,
+        job_qn: str,
+        tenant_id: str | None,
+        attempt: int,
+        claim: Claim,
+        end: AttemptEnd,
+    ) -> tuple[bool, list[WaitingRow]]:
+        """See ``JobRows.end_and_wake``: the one-statement end and the wake as one
+        transaction in one round trip (``CompiledTransaction``). The wake takes the keys' locks after the end's update: a claim that counted the row
+        as running before holds them until its own row waits, and the wake, reading after
+        it, finds that row."""
+        if self.ends_step(claim, end) or end.keep_result:
+            return super().end_and_wake(row_id, job_qn, tenant_id, attempt, claim, end)
+        finished = clocks.now()
+        params = self._end_in_one_params(row_id, job_qn, tenant_id, attempt, claim, end, finished)
+        params["wake_relay_after"] = self._woken_relay_after()
+
+        def run(cursor: Any) -> tuple[bool, list[WaitingRow]]:
+            counted, _, *woken = self._end_wake_sql.execute(cursor, params)
+            return bool(counted and counted[0][0]), [
+                woken_row(row) for rows in woken for row in rows
+            ]
+
+        return self._with_cursor(run)
 
     def mark_published(self, sent: list[OutboxMessage], failed: list[OutboxMessage]) -> None:
         """See ``JobRows.mark_published``: one message, one statement on the cursor."""
@@ -478,7 +515,7 @@ class PostgresJobRows(JobRows):
             self._engine_ = None
         self._ends_engine_ = None
 
-    def _with_cursor(self, run: Callable[[Any], T], *, client: bool = False) -> T:
+    def _with_cursor(self, run: Callable[[Any], T]) -> T:
         # A connection that died (database restarted) fails once; it is thrown away and the
         # call runs again on a new one. ``run`` must be idempotent: the first try may have
         # committed before the connection died (claims and ends are, by their token). A
@@ -486,7 +523,7 @@ class PostgresJobRows(JobRows):
         for again in (True, False):
             held = self._held_connection()
             try:
-                return run(held.client_cursor() if client else held.cursor)
+                return run(held.cursor)
             except (psycopg.OperationalError, psycopg.InterfaceError) as error:
                 self._drop_held(held, error)
                 if not again:
@@ -541,24 +578,18 @@ class _Look(NamedTuple):
 
 
 class _Held:
-    """A thread's checked-out connection, its cursor, and (made when first needed) its
-    client-side binding cursor (``CompiledTransaction``)."""
+    """A thread's checked-out connection and its cursor."""
 
-    __slots__ = ("_client", "connection", "cursor", "pid")
+    __slots__ = ("connection", "cursor", "pid")
 
     def __init__(self, connection: Any, cursor: Any, pid: int) -> None:
         self.connection = connection
         self.cursor = cursor
         self.pid = pid
-        self._client: psycopg.ClientCursor[Any] | None = None
-
-    def client_cursor(self) -> psycopg.ClientCursor[Any]:
-        """The connection's client-side binding cursor."""
-        if self._client is None:
-            self._client = psycopg.ClientCursor(self.connection.driver_connection)
-        return self._client
 
 
+#: Whether the driver's libpq sends pipelines (14 and later).
+_PIPELINES = psycopg.Pipeline.is_supported()
 #: The columns of an attempt's run row (``JobRows._run_values``).
 _RUN_COLUMNS = ["job_qn", "task_id", "tenant_id", "attempt", "status", "error", "started_at",
                 "finished_at", "logs"]  # fmt: skip
