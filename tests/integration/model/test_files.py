@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import io
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +19,20 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import func, select, update
 
-from asanoha import Access, Agent, Entity, Feature, UnprocessableError, WriteContext, fields
+from asanoha import (
+    Access,
+    Agent,
+    App,
+    Entity,
+    Feature,
+    SessionUser,
+    Settings,
+    UnprocessableError,
+    WriteContext,
+    fields,
+)
 from asanoha.handlers import personal_data
-from asanoha.platform.errors import DefinitionError
+from asanoha.platform.errors import DefinitionError, RateLimitError
 from asanoha.platform.model import Registry
 from asanoha.platform.model.agent_tools import input_schema
 from asanoha.platform.store import rebuild_projection
@@ -278,6 +290,70 @@ def test_uploads_outside_the_limits_are_refused_and_nothing_is_stored(stack: Any
     # A type the settings take is stored, typed from its name when the part says nothing.
     text = uploaded(stack, b"hello", "notes.txt", "")
     assert text["content_type"] == "text/plain"
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_uploads_past_the_rate_are_refused_before_anything_is_stored(
+    asanoha_stack: Any, database: str
+) -> None:
+    stack = asanoha_stack(
+        features=[archive, personal_data.feature],
+        database=database,
+        settings={"file_types": "application/pdf,image/*,text/*", "file_upload_rate": "2/minute"},
+    )
+    for number in range(2):
+        uploaded(stack, PDF, f"{number}.pdf", "application/pdf")
+    rows, paths = file_rows(stack), stored_paths(stack)
+    assert len(rows) == len(paths) == 2
+    with stack.nothing_written():
+        response = upload(stack, PDF, "third.pdf", "application/pdf")
+    error = response.json()["error"]
+    assert response.status_code == 429, response.text
+    assert (error["code"], error["reason"]) == ("rate_limited", "rate_limited")
+    assert error["details"]["handler"] == "POST /api/files"
+    assert (error["details"]["limit"], error["details"]["per"]) == (2, "user")
+    assert int(response.headers["Retry-After"]) >= 1
+    assert response.headers["RateLimit-Limit"] == "2"
+    # Refused before the body was read: no row, no content, not even a temporary file.
+    assert file_rows(stack) == rows
+    assert stored_paths(stack) == paths
+    folder = Path(stack.app.settings.file_dir)
+    assert sorted(p for p in folder.rglob("*") if p.name.startswith(".upload-")) == []
+    # The Python API counts in the same window of the same user.
+    with stack.nothing_written(), pytest.raises(RateLimitError) as refused:
+        stack.service.files.upload(ADMIN, "py.pdf", "application/pdf", io.BytesIO(PDF))
+    assert refused.value.details["handler"] == "POST /api/files"
+    assert file_rows(stack) == rows and stored_paths(stack) == paths
+    # Each user has a window of its own.
+    uploaded(stack, PDF, "theirs.pdf", "application/pdf", USER)
+    assert len(file_rows(stack)) == 3
+
+
+def test_uploads_count_under_the_default_rate_when_they_have_none_of_their_own(
+    asanoha_stack: Any,
+) -> None:
+    stack = asanoha_stack(
+        features=[archive, personal_data.feature],
+        database="sqlite",
+        settings={"rate_limit_default": "1/minute"},
+    )
+    uploaded(stack, PDF, "a.pdf", "application/pdf")
+    with stack.nothing_written():
+        response = upload(stack, PDF, "b.pdf", "application/pdf")
+    assert (response.status_code, response.json()["error"]["reason"]) == (429, "rate_limited")
+    assert len(file_rows(stack)) == len(stored_paths(stack)) == 1
+    # As for handlers, the default leaves out the tenant's system user (a job's uploads).
+    system = SessionUser.system(ADMIN.tenant_id)
+    for name in ("c.pdf", "d.pdf"):
+        stack.service.files.upload(system, name, "application/pdf", io.BytesIO(PDF))
+    assert len(file_rows(stack)) == 3
+
+
+def test_an_upload_rate_that_is_no_rate_or_has_no_redis_names_the_setting() -> None:
+    with pytest.raises(DefinitionError, match="ASANOHA_FILE_UPLOAD_RATE='often'"):
+        App([archive], Settings(file_upload_rate="often", rate_limit_url="redis://127.0.0.1:1/0"))
+    with pytest.raises(DefinitionError, match=r"ASANOHA_FILE_UPLOAD_RATE.*ASANOHA_RATE_LIMIT_URL"):
+        App([archive], Settings(file_upload_rate="5/minute", broker_url="memory://"))
 
 
 def test_forgetting_a_subject_deletes_its_files(stack: Any) -> None:

@@ -1,8 +1,10 @@
 """Files: uploads, the rule of file fields that needs the database, how a read shows them,
 and deleting the content of forgotten subjects' files.
 
-- ``Files.upload`` stores an upload's content (``POST /api/files``) within the size and
-  type limits, hashed with SHA-256, and records its row.
+- ``Files.upload`` stores an upload's content (``POST /api/files``) within the rate, size
+  and type limits, hashed with SHA-256, and records its row. The rate is counted by the
+  application's rate limiter (``rate_limits``, ``ASANOHA_FILE_UPLOAD_RATE``); the route
+  counts it (``admit_upload``) before it reads the body.
 - ``check_file_fields`` is a step of every entity write, beside the reference check, in the
   write's transaction: a written file id names a live file of the tenant that belongs to no
   other row and fits the field's ``types``/``max_size`` (422 otherwise, naming the field);
@@ -49,6 +51,8 @@ from asanoha.platform.model.files import (
     image_type_of,
 )
 from asanoha.platform.personal.entities import subject_of
+from asanoha.platform.service.rate_limits import RateLimiter
+from asanoha.platform.service.request import RequestMeta
 from asanoha.platform.store import Database, Tables
 from asanoha.platform.store import files as file_rows
 from asanoha.platform.store.files import StoredFile
@@ -69,6 +73,14 @@ class Attachment:
     field: str
     #: Whose personal data the row is (see ``row_subject``): forgetting it deletes the file.
     subject: str
+
+
+@dataclass(frozen=True)
+class AdmittedUpload:
+    """An upload by ``user`` counted against the rate of uploads (``Files.admit_upload``):
+    ``Files.upload`` takes it instead of counting the upload again."""
+
+    user: SessionUser
 
 
 def row_subject(
@@ -202,6 +214,7 @@ class Files:
         *,
         max_bytes: int,
         upload_types: Sequence[str] = ("*/*",),
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self._database = database
         self._tables = tables
@@ -209,16 +222,36 @@ class Files:
         self.links = links
         self.max_bytes = max_bytes
         self.upload_types = tuple(upload_types)
+        #: Counts uploads per user (``None``: no rate limits in this application).
+        self._rate_limiter = rate_limiter
 
     # -- uploads ----------------------------------------------------------------------------
 
+    def admit_upload(self, user: SessionUser, meta: RequestMeta | None = None) -> AdmittedUpload:
+        """Count an upload by ``user`` against the rate of uploads: 429 ``rate_limited``
+        when it is one too many (503 ``rate_limit_unavailable`` when Redis does not answer),
+        before anything of it is read or stored."""
+        if self._rate_limiter is not None:
+            self._rate_limiter.check_upload(user, meta)
+        return AdmittedUpload(user)
+
     def upload(
-        self, user: SessionUser, name: str, content_type: str | None, content: BinaryIO
+        self,
+        user: SessionUser,
+        name: str,
+        content_type: str | None,
+        content: BinaryIO,
+        *,
+        meta: RequestMeta | None = None,
+        admitted: AdmittedUpload | None = None,
     ) -> dict[str, Any]:
         """Store ``content`` (a readable, seekable file) as an upload of ``user``'s tenant:
-        413 ``file_too_large`` past ``max_bytes``, 415 ``file_type_not_allowed`` for a type
-        the settings do not take or an image type whose bytes are no such image. Answers
-        ``{id, name, content_type, size, sha256}``."""
+        429 ``rate_limited`` past the rate of uploads (counted here unless ``admitted`` says
+        it was, for this user), 413 ``file_too_large`` past ``max_bytes``, 415
+        ``file_type_not_allowed`` for a type the settings do not take or an image type whose
+        bytes are no such image. Answers ``{id, name, content_type, size, sha256}``."""
+        if admitted is None or admitted.user != user:
+            self.admit_upload(user, meta)
         content.seek(0)
         head = content.read(SNIFFED_BYTES)
         kind = _content_type(content_type, name, head)
