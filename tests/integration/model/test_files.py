@@ -9,6 +9,9 @@ import dataclasses
 import datetime as dt
 import hashlib
 import io
+import json
+import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -92,7 +95,18 @@ def erase(payload: Erase, ctx: WriteContext) -> Any:
     return ctx.entity("document").forget(payload.id)
 
 
+class Echo(BaseModel):
+    value: dict[str, Any]
+
+
+@archive.write_handler("echo", access=Access(roles=["Admin"]), agent=Agent(risk="low"))
+def echo(payload: Echo, ctx: WriteContext) -> Any:
+    """Answer the payload's value as it is."""
+    return payload.value
+
+
 CREATE, UPDATE = "archive:write:document:create", "archive:write:document:update"
+ECHO = "archive:write:echo"
 DETAIL, LIST = "archive:query:document:detail", "archive:query:document:list"
 
 
@@ -354,6 +368,129 @@ def test_an_upload_rate_that_is_no_rate_or_has_no_redis_names_the_setting() -> N
         App([archive], Settings(file_upload_rate="often", rate_limit_url="redis://127.0.0.1:1/0"))
     with pytest.raises(DefinitionError, match=r"ASANOHA_FILE_UPLOAD_RATE.*ASANOHA_RATE_LIMIT_URL"):
         App([archive], Settings(file_upload_rate="5/minute", broker_url="memory://"))
+
+
+def expiry_of(url: str) -> int:
+    return int(parse_qs(urlsplit(url).query)["expires"][0])
+
+
+def expire_kept_links(stack: Any) -> dict[str, str]:
+    """Rewrite the links in every kept outcome as minted an hour before their time-to-live
+    (expired, as the links of a repeat sent later are); the expired link of each file id."""
+    table, links = stack.tables.idempotency, stack.service.files.links
+    expired: dict[str, str] = {}
+    with stack.db.begin() as conn:
+        for row in conn.execute(select(table)).mappings().all():
+            text = json.dumps(row["body"])
+            for url in set(re.findall(r"/api/files/[^\"]+", text)):
+                file_id = urlsplit(url).path.split("/")[3]
+                tenant = parse_qs(urlsplit(url).query)["tenant"][0]
+                old = links.url(tenant, uuid.UUID(file_id), now=time.time() - 3600)
+                expired[file_id] = old
+                text = text.replace(url, old)
+            keys = [table.c[name] == row[name] for name in ("tenant_id", "principal", "key")]
+            conn.execute(update(table).where(*keys).values(body=json.loads(text)))
+    return expired
+
+
+def assert_fresh_links(stack: Any, shown: dict[str, Any], expired: dict[str, str]) -> None:
+    """Each file of ``shown`` carries a link minted now that downloads, not its expired one."""
+    for name, content in (("attachment", PDF), ("photo", PNG), ("scan", PDF)):
+        url = shown[name]["url"]
+        assert url != expired[shown[name]["id"]]
+        assert expiry_of(url) >= int(time.time()) + stack.app.settings.file_url_ttl - 60
+        response = fetch(stack, url)
+        assert (response.status_code, response.content) == (200, content)
+        assert fetch(stack, expired[shown[name]["id"]]).status_code == 403
+
+
+def files_of_a_document(stack: Any, tag: str) -> dict[str, Any]:
+    return {
+        "title": tag,
+        "attachment": uploaded(stack, PDF, f"{tag}.pdf", "application/pdf")["id"],
+        "photo": uploaded(stack, PNG, f"{tag}.png", "image/png")["id"],
+        "scan": uploaded(stack, PDF, f"{tag}-scan.pdf", "application/pdf")["id"],
+    }
+
+
+def test_a_repeated_keyed_write_answers_links_minted_for_the_repeat(stack: Any) -> None:
+    payload = files_of_a_document(stack, "http")
+    headers = {"Idempotency-Key": "doc-1"}
+    first = stack.http.write(CREATE, payload, ADMIN, headers)
+    assert first.status_code == 200, first.text
+    expired = expire_kept_links(stack)
+    assert set(expired) == {payload["attachment"], payload["photo"], payload["scan"]}
+    with stack.nothing_written():
+        again = stack.http.write(CREATE, payload, ADMIN, headers)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    shown = again.json()["data"]
+    assert shown["id"] == first.json()["data"]["id"]
+    assert_fresh_links(stack, shown, expired)
+    # Everything but the links is the first answer.
+    assert {k: v for k, v in shown["attachment"].items() if k != "url"} == {
+        k: v for k, v in first.json()["data"]["attachment"].items() if k != "url"
+    }
+
+    # Through the Python API, and in a keyed batch, the same.
+    payload = files_of_a_document(stack, "python")
+    first = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="doc-2")
+    batch = [(CREATE, files_of_a_document(stack, "batch"))]
+    stack.http.batch_ok(batch, ADMIN, headers={"Idempotency-Key": "batch-1"})
+    expired = expire_kept_links(stack)
+    with stack.nothing_written():
+        again = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="doc-2")
+        replayed = stack.http.batch_ok(batch, ADMIN, headers={"Idempotency-Key": "batch-1"})
+    assert again["id"] == str(first["id"])
+    assert_fresh_links(stack, again, expired)
+    assert_fresh_links(stack, replayed[0], expired)
+
+
+def test_a_repeated_keyed_tool_call_answers_links_minted_for_the_repeat(stack: Any) -> None:
+    import anyio
+
+    from asanoha.agents import IDEMPOTENCY_META_KEY
+    from asanoha.testing.serving import serve_in_thread
+    from tests.integration.agents.scenario import data_of
+    from tests.integration.agents.test_mcp_http import mcp_session
+
+    payload = files_of_a_document(stack, "mcp")
+    meta = {IDEMPOTENCY_META_KEY: "tool-1"}
+
+    async def call(base_url: str) -> Any:
+        async with mcp_session(f"{base_url}/mcp", stack, ADMIN) as session:
+            return await session.call_tool(CREATE, payload, meta=meta)
+
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        first = anyio.run(call, base_url)
+        expired = expire_kept_links(stack)
+        with stack.nothing_written():
+            again = anyio.run(call, base_url)
+    assert again.meta is not None and again.meta["asanoha.dev/idempotentReplayed"] is True
+    assert data_of(again)["id"] == data_of(first)["id"]
+    assert_fresh_links(stack, data_of(again), expired)
+
+
+def test_a_repeated_keyed_write_shows_a_file_deleted_since_as_null(stack: Any) -> None:
+    payload = files_of_a_document(stack, "gone")
+    row = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="gone-1")
+    stack.http.write_ok("archive:write:erase", {"id": str(row["id"])}, ADMIN)
+    again = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="gone-1")
+    assert again["id"] == str(row["id"])
+    assert (again["attachment"], again["photo"], again["scan"]) == (None, None, None)
+
+
+def test_a_value_that_looks_like_a_file_gets_no_link_on_a_repeat(stack: Any) -> None:
+    # A handler's answer may hold a value shaped like a file (here: from its payload): only
+    # the files its reads showed with a link get one again, never what a value claims.
+    pdf = uploaded(stack, PDF, "held.pdf", "application/pdf")
+    row = stack.http.write_ok(CREATE, {"title": "t", "attachment": pdf["id"]}, ADMIN)
+    url = stack.http.query_ok(DETAIL, {"id": str(row["id"])}, ADMIN)["attachment"]["url"]
+    stale = stack.service.files.links.url(ADMIN.tenant_id, uuid.UUID(pdf["id"]), now=0)
+    echo = {"file": {"id": pdf["id"], "url": stale}}
+    first = stack.service.dispatch_write(ECHO, {"value": echo}, ADMIN, idempotency_key="e-1")
+    again = stack.service.dispatch_write(ECHO, {"value": echo}, ADMIN, idempotency_key="e-1")
+    assert first == again == echo
+    assert fetch(stack, url).status_code == 200
 
 
 def test_forgetting_a_subject_deletes_its_files(stack: Any) -> None:

@@ -11,7 +11,9 @@ and deleting the content of forgotten subjects' files.
   ``attach_files`` then records which row holds it, after the event is appended.
 - ``Files.shown`` turns the file ids of rows a caller reads into ``{id, name, content_type,
   size, sha256, url}`` with a signed download link: the reader calls it with the fields the
-  caller may read, so a link is minted only for those.
+  caller may read, so a link is minted only for those. ``found`` and ``described`` are its
+  two halves (look the files up, mint a link), for the feed, which looks up in its reader's
+  thread and mints per message; ``relinked`` mints the links of a kept answer again.
 - ``forget_row_files`` marks the files of a forgotten subject's row deleted, in the forget's
   transaction (``erasure`` calls it); ``Files.purge`` deletes their content after the commit
   (and again after any later forget, should a delete fail).
@@ -26,7 +28,7 @@ import hashlib
 import logging
 import mimetypes
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -321,11 +323,18 @@ class Files:
     # -- reads ------------------------------------------------------------------------------
 
     def shown(
-        self, conn: Connection, entity_def: EntityDef, tenant_id: str, rows: list[Row]
+        self,
+        conn: Connection,
+        entity_def: EntityDef,
+        tenant_id: str,
+        rows: list[Row],
+        *,
+        linked: list[tuple[str, str]] | None = None,
     ) -> list[Row]:
         """``rows`` (already without the fields the caller may not read) with each file id
         replaced by the file and a signed link to it; one query for the whole page. A file
-        deleted since (its subject forgotten) reads as ``None``."""
+        deleted since (its subject forgotten) reads as ``None``. ``linked`` (a keyed write's
+        request) gets each file given a link, as ``(tenant, id)``."""
         names = [name for name in file_fields(entity_def) if any(name in row for row in rows)]
         ids = {row[name] for row in rows for name in names if row.get(name) is not None}
         if not ids:
@@ -339,12 +348,53 @@ class Files:
                 if value is None:
                     continue
                 stored = found.get(value)
-                row[name] = None if stored is None else self._described(stored)
+                row[name] = None if stored is None else self.described(stored)
+                if stored is not None and linked is not None:
+                    linked.append((stored.tenant_id, str(stored.id)))
             shown.append(row)
         return shown
 
-    def _described(self, stored: StoredFile) -> dict[str, Any]:
+    def found(
+        self, conn: Connection, wanted: Iterable[tuple[str, uuid.UUID]]
+    ) -> dict[tuple[str, uuid.UUID], StoredFile]:
+        """The live files of the ``(tenant, id)`` pairs ``wanted``: one query per tenant."""
+        by_tenant: dict[str, set[uuid.UUID]] = {}
+        for tenant_id, file_id in wanted:
+            by_tenant.setdefault(tenant_id, set()).add(file_id)
+        return {
+            (tenant_id, file_id): stored
+            for tenant_id, ids in by_tenant.items()
+            for file_id, stored in file_rows.find_files(conn, self._tables, tenant_id, ids).items()
+        }
+
+    def described(self, stored: StoredFile) -> dict[str, Any]:
+        """``stored`` as a read shows it: ``{id, name, content_type, size, sha256, url}``
+        with a link minted now (give it only to a caller who may read the field)."""
         return {**stored.describe(), "url": self.links.url(stored.tenant_id, stored.id)}
+
+    def relinked(self, conn: Connection, data: Any, linked: Iterable[Sequence[str]]) -> Any:
+        """``data``, a kept answer (plain JSON), with the files its call showed with a link
+        (``linked``: ``(tenant, id)`` pairs the call noted, never what the answer's values
+        claim) shown as a read shows them now: a link minted now, or ``None`` for a file
+        deleted since. A repeat of a write comes after its links may have expired; one
+        query per tenant."""
+        tenants = {str(file_id): str(tenant_id) for tenant_id, file_id in linked}
+        if not tenants:
+            return data
+        found = self.found(conn, [(tenant, uuid.UUID(i)) for i, tenant in tenants.items()])
+
+        def again(value: Any) -> Any:
+            if isinstance(value, list):
+                return [again(item) for item in value]
+            if not isinstance(value, dict):
+                return value
+            file_id = value.get("id")
+            if "url" in value and isinstance(file_id, str) and file_id in tenants:
+                stored = found.get((tenants[file_id], uuid.UUID(file_id)))
+                return None if stored is None else {**value, **self.described(stored)}
+            return {key: again(item) for key, item in value.items()}
+
+        return again(data)
 
     # -- forgetting -------------------------------------------------------------------------
 
