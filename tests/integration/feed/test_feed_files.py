@@ -181,5 +181,5 @@ def test_the_files_of_a_batch_are_looked_up_in_one_query(stack: Stack) -> None:
     finally:
         event.remove(stack.db.engine, "before_cursor_execute", note)
     assert len(items) == 3
-    assert all(item.files["attachment"] is not None for item in items)
+    assert all(item.files and item.files["attachment"] is not None for item in items)
     assert len([s for s in statements if "asanoha_files" in s]) == 1

@@ -105,8 +105,20 @@ def echo(payload: Echo, ctx: WriteContext) -> Any:
     return payload.value
 
 
+class File(BaseModel):
+    attachment: str
+    key: str
+
+
+@archive.write_handler("file", access=Access(roles=["Admin"]), agent=Agent(risk="low"))
+def file_once(payload: File, ctx: WriteContext) -> Any:
+    """Create a document under a key of the handler's own (a retried job's shape)."""
+    values = {"title": "filed", "attachment": payload.attachment}
+    return ctx.write(CREATE, values, idempotency_key=payload.key)
+
+
 CREATE, UPDATE = "archive:write:document:create", "archive:write:document:update"
-ECHO = "archive:write:echo"
+ECHO, FILE = "archive:write:echo", "archive:write:file"
 DETAIL, LIST = "archive:query:document:detail", "archive:query:document:list"
 
 
@@ -468,6 +480,31 @@ def test_a_repeated_keyed_tool_call_answers_links_minted_for_the_repeat(stack: A
     assert again.meta is not None and again.meta["asanoha.dev/idempotentReplayed"] is True
     assert data_of(again)["id"] == data_of(first)["id"]
     assert_fresh_links(stack, data_of(again), expired)
+
+
+def test_a_nested_keyed_write_repeated_answers_links_minted_for_the_repeat(stack: Any) -> None:
+    pdf = uploaded(stack, PDF, "nested.pdf", "application/pdf")
+    payload = {"attachment": pdf["id"], "key": "nested-1"}
+    first = stack.http.write_ok(FILE, payload, ADMIN)
+    expired = expire_kept_links(stack)
+    assert set(expired) == {pdf["id"]}
+    # The outer write is not keyed: it runs again, and its ctx.write answers the kept outcome.
+    again = stack.http.write_ok(FILE, payload, ADMIN)
+    assert again["id"] == first["id"]
+    url = again["attachment"]["url"]
+    assert url != expired[pdf["id"]]
+    assert expiry_of(url) >= int(time.time())
+    assert fetch(stack, url).content == PDF
+    # Inside a keyed outer write, the files of a nested write (run, or answered from its
+    # kept outcome) are the outer's to relink too.
+    other = uploaded(stack, PDF + b"other", "other.pdf", "application/pdf")
+    fresh = {"attachment": other["id"], "key": "nested-2"}
+    for key, sent, content in (("outer-1", fresh, PDF + b"other"), ("outer-2", payload, PDF)):
+        stack.service.dispatch_write(FILE, sent, ADMIN, idempotency_key=key)
+        expired = expire_kept_links(stack)
+        outer = stack.service.dispatch_write(FILE, sent, ADMIN, idempotency_key=key)
+        assert outer["attachment"]["url"] != expired[sent["attachment"]]
+        assert fetch(stack, outer["attachment"]["url"]).content == content
 
 
 def test_a_repeated_keyed_write_shows_a_file_deleted_since_as_null(stack: Any) -> None:

@@ -58,8 +58,9 @@ class FeedItem:
     #: The encoded message per set of hidden fields (clients sharing roles share it).
     encoded: dict[frozenset[str], bytes] = field(default_factory=dict)
     #: File field -> the live file its value names (``None``: deleted since), for the
-    #: fields of an entity event that name a file (``FeedAccess.look_up_files``).
-    files: dict[str, StoredFile | None] = field(default_factory=dict)
+    #: fields of an entity event that name a file (``FeedAccess.look_up_files``); ``None``:
+    #: the event names no file.
+    files: dict[str, StoredFile | None] | None = None
 
     @property
     def id(self) -> int:
@@ -145,6 +146,8 @@ class FeedAccess:
             return
         found = self._files.found(conn, {(i.event.tenant_id, f) for i, _, f in named})
         for item, name, file_id in named:
+            if item.files is None:
+                item.files = {}
             item.files[name] = found.get((item.event.tenant_id, file_id))
 
     def _file_fields_of(self, entity_def: EntityDef | None) -> frozenset[str]:
@@ -189,6 +192,8 @@ class FeedAccess:
         return self._shown(item, self._hidden(item, user))
 
     def _shown(self, item: FeedItem, hidden: frozenset[str]) -> dict[str, Any]:
+        if not item.files:
+            return shown_event(item.event, hidden)
         # The links are minted here, per view (the fields it leaves out get none): a message
         # encoded once is shared only by callers who may read the same fields of the row.
         files = {
