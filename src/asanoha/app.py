@@ -138,6 +138,8 @@ class App:
                 "this process only, which other API processes refuse. Set it to the same "
                 "long random value in every process."
             )
+        # One counter for handlers and uploads (``Files`` counts these).
+        self._limiter = self._rate_limiter()
         self.service = Service(
             self.registry,
             self.database,
@@ -146,7 +148,7 @@ class App:
             operator_tenant=self.settings.operator_tenant,
             idempotency_ttl=self.settings.idempotency_ttl,
             idempotency_wait=self.settings.idempotency_wait,
-            rate_limiter=self._rate_limiter(),
+            rate_limiter=self._limiter,
             broker_hold=self._broker_hold,
             key_wrapper=key_wrapper_of(self.settings),
             replica=self.replica,
@@ -165,7 +167,8 @@ class App:
 
     def _files(self, tables: Tables) -> Files:
         """The application's files: the storage ``ASANOHA_FILE_STORAGE`` names, links signed
-        with a key derived from the token secret, the upload limits of the settings."""
+        with a key derived from the token secret, the upload limits of the settings (their
+        rate counted by the application's rate limiter)."""
         settings = self.settings
         return Files(
             self.database,
@@ -174,25 +177,32 @@ class App:
             FileLinks(settings.file_url_signing_secret, settings.file_url_ttl),
             max_bytes=settings.file_max_bytes,
             upload_types=settings.file_upload_types,
+            rate_limiter=self._limiter,
         )
 
     def _rate_limiter(self) -> RateLimiter | None:
         """The Redis counter of rate limits, when a handler declares one or the settings
-        give a default."""
-        default = self.settings.rate_limit_default
+        give a default or a rate of uploads."""
+        settings = self.settings
+        default = settings.rate_limit_default
+        uploads = settings.file_upload_rate
         limited = [handler.qn for handler in self.registry.handlers if handler.rate_limit]
         limited += [job.qn for job in self.registry.jobs if job.rate_limit]
-        if not limited and default is None:
+        if not limited and default is None and uploads is None:
             return None
-        url = self.settings.rate_limit_redis_url
+        url = settings.rate_limit_redis_url
         if url is None:
-            what = f"{limited[0]} declares rate_limit=" if limited else "ASANOHA_RATE_LIMIT_DEFAULT"
+            setting = "ASANOHA_RATE_LIMIT_DEFAULT" if default else "ASANOHA_FILE_UPLOAD_RATE"
+            what = f"{limited[0]} declares rate_limit=" if limited else setting
             raise DefinitionError(
                 f"{what}, which is counted in Redis; set ASANOHA_RATE_LIMIT_URL (or a "
                 "redis:// ASANOHA_BROKER_URL)"
             )
         return RateLimiter(
-            url, namespace=self.settings.queue_prefix, default=_default_limit(default)
+            url,
+            namespace=settings.queue_prefix,
+            default=_setting_limit("ASANOHA_RATE_LIMIT_DEFAULT", default),
+            uploads=_setting_limit("ASANOHA_FILE_UPLOAD_RATE", uploads),
         )
 
     def _broker_hold(self, job_qn: str) -> float:
@@ -345,14 +355,13 @@ class App:
         self.database.dispose()
 
 
-def _default_limit(rate: str | None) -> RateLimit | None:
-    """``ASANOHA_RATE_LIMIT_DEFAULT`` as a limit per user; a wrong rate names the setting."""
+def _setting_limit(variable: str, rate: str | None) -> RateLimit | None:
+    """The rate of the setting ``variable`` as a limit per user; a wrong rate names it."""
     if rate is None:
         return None
     try:
         return RateLimit(rate)
     except DefinitionError:
         raise DefinitionError(
-            f"ASANOHA_RATE_LIMIT_DEFAULT={rate!r} is no rate; write it as '100/minute', "
-            "'5/second' or '1000/day'"
+            f"{variable}={rate!r} is no rate; write it as '100/minute', '5/second' or '1000/day'"
         ) from None

@@ -98,7 +98,7 @@ def build_mcp_server(service: Service, callers: McpCallers, name: str = "asanoha
         except AsanohaError as error:
             return error_result(error, tool_call)
 
-    access = FeedAccess(registry, service.owner_rules, service.operator_tenant)
+    access = FeedAccess(registry, service.owner_rules, service.operator_tenant, files=service.files)
     types_read = [event.qn for event in registry.events] + list(PLATFORM_EVENT_TYPES)
     reader = FeedReader(service.database, service.tables, access, service.personal, types_read)
 

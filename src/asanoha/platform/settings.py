@@ -210,6 +210,10 @@ class Settings(BaseSettings):
     #: The content types ``POST /api/files`` takes: patterns separated by commas
     #: (``image/*,application/pdf``); others are refused with 415 ``file_type_not_allowed``.
     file_types: str = "*/*"
+    #: How many uploads (``POST /api/files``) one user may make (``30/minute``, a moving
+    #: window counted in Redis where rate limits are); the next answers 429 ``rate_limited``
+    #: before its body is read. ``None``: ``rate_limit_default``, else no limit.
+    file_upload_rate: str | None = None
     #: Seconds a file's signed download link (its ``url``) stays valid.
     file_url_ttl: int = Field(default=300, ge=1)
     #: Hours an upload may wait for a write to take it; the hourly prune deletes it after.

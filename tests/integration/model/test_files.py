@@ -8,6 +8,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import io
+import json
+import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +22,20 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import func, select, update
 
-from asanoha import Access, Agent, Entity, Feature, UnprocessableError, WriteContext, fields
+from asanoha import (
+    Access,
+    Agent,
+    App,
+    Entity,
+    Feature,
+    SessionUser,
+    Settings,
+    UnprocessableError,
+    WriteContext,
+    fields,
+)
 from asanoha.handlers import personal_data
-from asanoha.platform.errors import DefinitionError
+from asanoha.platform.errors import DefinitionError, RateLimitError
 from asanoha.platform.model import Registry
 from asanoha.platform.model.agent_tools import input_schema
 from asanoha.platform.store import rebuild_projection
@@ -80,7 +95,30 @@ def erase(payload: Erase, ctx: WriteContext) -> Any:
     return ctx.entity("document").forget(payload.id)
 
 
+class Echo(BaseModel):
+    value: dict[str, Any]
+
+
+@archive.write_handler("echo", access=Access(roles=["Admin"]), agent=Agent(risk="low"))
+def echo(payload: Echo, ctx: WriteContext) -> Any:
+    """Answer the payload's value as it is."""
+    return payload.value
+
+
+class File(BaseModel):
+    attachment: str
+    key: str
+
+
+@archive.write_handler("file", access=Access(roles=["Admin"]), agent=Agent(risk="low"))
+def file_once(payload: File, ctx: WriteContext) -> Any:
+    """Create a document under a key of the handler's own (a retried job's shape)."""
+    values = {"title": "filed", "attachment": payload.attachment}
+    return ctx.write(CREATE, values, idempotency_key=payload.key)
+
+
 CREATE, UPDATE = "archive:write:document:create", "archive:write:document:update"
+ECHO, FILE = "archive:write:echo", "archive:write:file"
 DETAIL, LIST = "archive:query:document:detail", "archive:query:document:list"
 
 
@@ -278,6 +316,218 @@ def test_uploads_outside_the_limits_are_refused_and_nothing_is_stored(stack: Any
     # A type the settings take is stored, typed from its name when the part says nothing.
     text = uploaded(stack, b"hello", "notes.txt", "")
     assert text["content_type"] == "text/plain"
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_uploads_past_the_rate_are_refused_before_anything_is_stored(
+    asanoha_stack: Any, database: str
+) -> None:
+    stack = asanoha_stack(
+        features=[archive, personal_data.feature],
+        database=database,
+        settings={"file_types": "application/pdf,image/*,text/*", "file_upload_rate": "2/minute"},
+    )
+    for number in range(2):
+        uploaded(stack, PDF, f"{number}.pdf", "application/pdf")
+    rows, paths = file_rows(stack), stored_paths(stack)
+    assert len(rows) == len(paths) == 2
+    with stack.nothing_written():
+        response = upload(stack, PDF, "third.pdf", "application/pdf")
+    error = response.json()["error"]
+    assert response.status_code == 429, response.text
+    assert (error["code"], error["reason"]) == ("rate_limited", "rate_limited")
+    assert error["details"]["handler"] == "POST /api/files"
+    assert (error["details"]["limit"], error["details"]["per"]) == (2, "user")
+    assert int(response.headers["Retry-After"]) >= 1
+    assert response.headers["RateLimit-Limit"] == "2"
+    # Refused before the body was read: no row, no content, not even a temporary file.
+    assert file_rows(stack) == rows
+    assert stored_paths(stack) == paths
+    folder = Path(stack.app.settings.file_dir)
+    assert sorted(p for p in folder.rglob("*") if p.name.startswith(".upload-")) == []
+    # The Python API counts in the same window of the same user.
+    with stack.nothing_written(), pytest.raises(RateLimitError) as refused:
+        stack.service.files.upload(ADMIN, "py.pdf", "application/pdf", io.BytesIO(PDF))
+    assert refused.value.details["handler"] == "POST /api/files"
+    assert file_rows(stack) == rows and stored_paths(stack) == paths
+    # Each user has a window of its own.
+    uploaded(stack, PDF, "theirs.pdf", "application/pdf", USER)
+    assert len(file_rows(stack)) == 3
+
+
+def test_uploads_count_under_the_default_rate_when_they_have_none_of_their_own(
+    asanoha_stack: Any,
+) -> None:
+    stack = asanoha_stack(
+        features=[archive, personal_data.feature],
+        database="sqlite",
+        settings={"rate_limit_default": "1/minute"},
+    )
+    uploaded(stack, PDF, "a.pdf", "application/pdf")
+    with stack.nothing_written():
+        response = upload(stack, PDF, "b.pdf", "application/pdf")
+    assert (response.status_code, response.json()["error"]["reason"]) == (429, "rate_limited")
+    assert len(file_rows(stack)) == len(stored_paths(stack)) == 1
+    # As for handlers, the default leaves out the tenant's system user (a job's uploads).
+    system = SessionUser.system(ADMIN.tenant_id)
+    for name in ("c.pdf", "d.pdf"):
+        stack.service.files.upload(system, name, "application/pdf", io.BytesIO(PDF))
+    assert len(file_rows(stack)) == 3
+
+
+def test_an_upload_rate_that_is_no_rate_or_has_no_redis_names_the_setting() -> None:
+    with pytest.raises(DefinitionError, match="ASANOHA_FILE_UPLOAD_RATE='often'"):
+        App([archive], Settings(file_upload_rate="often", rate_limit_url="redis://127.0.0.1:1/0"))
+    with pytest.raises(DefinitionError, match=r"ASANOHA_FILE_UPLOAD_RATE.*ASANOHA_RATE_LIMIT_URL"):
+        App([archive], Settings(file_upload_rate="5/minute", broker_url="memory://"))
+
+
+def expiry_of(url: str) -> int:
+    return int(parse_qs(urlsplit(url).query)["expires"][0])
+
+
+def expire_kept_links(stack: Any) -> dict[str, str]:
+    """Rewrite the links in every kept outcome as minted an hour before their time-to-live
+    (expired, as the links of a repeat sent later are); the expired link of each file id."""
+    table, links = stack.tables.idempotency, stack.service.files.links
+    expired: dict[str, str] = {}
+    with stack.db.begin() as conn:
+        for row in conn.execute(select(table)).mappings().all():
+            text = json.dumps(row["body"])
+            for url in set(re.findall(r"/api/files/[^\"]+", text)):
+                file_id = urlsplit(url).path.split("/")[3]
+                tenant = parse_qs(urlsplit(url).query)["tenant"][0]
+                old = links.url(tenant, uuid.UUID(file_id), now=time.time() - 3600)
+                expired[file_id] = old
+                text = text.replace(url, old)
+            keys = [table.c[name] == row[name] for name in ("tenant_id", "principal", "key")]
+            conn.execute(update(table).where(*keys).values(body=json.loads(text)))
+    return expired
+
+
+def assert_fresh_links(stack: Any, shown: dict[str, Any], expired: dict[str, str]) -> None:
+    """Each file of ``shown`` carries a link minted now that downloads, not its expired one."""
+    for name, content in (("attachment", PDF), ("photo", PNG), ("scan", PDF)):
+        url = shown[name]["url"]
+        assert url != expired[shown[name]["id"]]
+        assert expiry_of(url) >= int(time.time()) + stack.app.settings.file_url_ttl - 60
+        response = fetch(stack, url)
+        assert (response.status_code, response.content) == (200, content)
+        assert fetch(stack, expired[shown[name]["id"]]).status_code == 403
+
+
+def files_of_a_document(stack: Any, tag: str) -> dict[str, Any]:
+    return {
+        "title": tag,
+        "attachment": uploaded(stack, PDF, f"{tag}.pdf", "application/pdf")["id"],
+        "photo": uploaded(stack, PNG, f"{tag}.png", "image/png")["id"],
+        "scan": uploaded(stack, PDF, f"{tag}-scan.pdf", "application/pdf")["id"],
+    }
+
+
+def test_a_repeated_keyed_write_answers_links_minted_for_the_repeat(stack: Any) -> None:
+    payload = files_of_a_document(stack, "http")
+    headers = {"Idempotency-Key": "doc-1"}
+    first = stack.http.write(CREATE, payload, ADMIN, headers)
+    assert first.status_code == 200, first.text
+    expired = expire_kept_links(stack)
+    assert set(expired) == {payload["attachment"], payload["photo"], payload["scan"]}
+    with stack.nothing_written():
+        again = stack.http.write(CREATE, payload, ADMIN, headers)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    shown = again.json()["data"]
+    assert shown["id"] == first.json()["data"]["id"]
+    assert_fresh_links(stack, shown, expired)
+    # Everything but the links is the first answer.
+    assert {k: v for k, v in shown["attachment"].items() if k != "url"} == {
+        k: v for k, v in first.json()["data"]["attachment"].items() if k != "url"
+    }
+
+    # Through the Python API, and in a keyed batch, the same.
+    payload = files_of_a_document(stack, "python")
+    first = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="doc-2")
+    batch = [(CREATE, files_of_a_document(stack, "batch"))]
+    stack.http.batch_ok(batch, ADMIN, headers={"Idempotency-Key": "batch-1"})
+    expired = expire_kept_links(stack)
+    with stack.nothing_written():
+        again = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="doc-2")
+        replayed = stack.http.batch_ok(batch, ADMIN, headers={"Idempotency-Key": "batch-1"})
+    assert again["id"] == str(first["id"])
+    assert_fresh_links(stack, again, expired)
+    assert_fresh_links(stack, replayed[0], expired)
+
+
+def test_a_repeated_keyed_tool_call_answers_links_minted_for_the_repeat(stack: Any) -> None:
+    import anyio
+
+    from asanoha.agents import IDEMPOTENCY_META_KEY
+    from asanoha.testing.serving import serve_in_thread
+    from tests.integration.agents.scenario import data_of
+    from tests.integration.agents.test_mcp_http import mcp_session
+
+    payload = files_of_a_document(stack, "mcp")
+    meta = {IDEMPOTENCY_META_KEY: "tool-1"}
+
+    async def call(base_url: str) -> Any:
+        async with mcp_session(f"{base_url}/mcp", stack, ADMIN) as session:
+            return await session.call_tool(CREATE, payload, meta=meta)
+
+    with serve_in_thread(stack.app.build_http()) as base_url:
+        first = anyio.run(call, base_url)
+        expired = expire_kept_links(stack)
+        with stack.nothing_written():
+            again = anyio.run(call, base_url)
+    assert again.meta is not None and again.meta["asanoha.dev/idempotentReplayed"] is True
+    assert data_of(again)["id"] == data_of(first)["id"]
+    assert_fresh_links(stack, data_of(again), expired)
+
+
+def test_a_nested_keyed_write_repeated_answers_links_minted_for_the_repeat(stack: Any) -> None:
+    pdf = uploaded(stack, PDF, "nested.pdf", "application/pdf")
+    payload = {"attachment": pdf["id"], "key": "nested-1"}
+    first = stack.http.write_ok(FILE, payload, ADMIN)
+    expired = expire_kept_links(stack)
+    assert set(expired) == {pdf["id"]}
+    # The outer write is not keyed: it runs again, and its ctx.write answers the kept outcome.
+    again = stack.http.write_ok(FILE, payload, ADMIN)
+    assert again["id"] == first["id"]
+    url = again["attachment"]["url"]
+    assert url != expired[pdf["id"]]
+    assert expiry_of(url) >= int(time.time())
+    assert fetch(stack, url).content == PDF
+    # Inside a keyed outer write, the files of a nested write (run, or answered from its
+    # kept outcome) are the outer's to relink too.
+    other = uploaded(stack, PDF + b"other", "other.pdf", "application/pdf")
+    fresh = {"attachment": other["id"], "key": "nested-2"}
+    for key, sent, content in (("outer-1", fresh, PDF + b"other"), ("outer-2", payload, PDF)):
+        stack.service.dispatch_write(FILE, sent, ADMIN, idempotency_key=key)
+        expired = expire_kept_links(stack)
+        outer = stack.service.dispatch_write(FILE, sent, ADMIN, idempotency_key=key)
+        assert outer["attachment"]["url"] != expired[sent["attachment"]]
+        assert fetch(stack, outer["attachment"]["url"]).content == content
+
+
+def test_a_repeated_keyed_write_shows_a_file_deleted_since_as_null(stack: Any) -> None:
+    payload = files_of_a_document(stack, "gone")
+    row = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="gone-1")
+    stack.http.write_ok("archive:write:erase", {"id": str(row["id"])}, ADMIN)
+    again = stack.service.dispatch_write(CREATE, payload, ADMIN, idempotency_key="gone-1")
+    assert again["id"] == str(row["id"])
+    assert (again["attachment"], again["photo"], again["scan"]) == (None, None, None)
+
+
+def test_a_value_that_looks_like_a_file_gets_no_link_on_a_repeat(stack: Any) -> None:
+    # A handler's answer may hold a value shaped like a file (here: from its payload): only
+    # the files its reads showed with a link get one again, never what a value claims.
+    pdf = uploaded(stack, PDF, "held.pdf", "application/pdf")
+    row = stack.http.write_ok(CREATE, {"title": "t", "attachment": pdf["id"]}, ADMIN)
+    url = stack.http.query_ok(DETAIL, {"id": str(row["id"])}, ADMIN)["attachment"]["url"]
+    stale = stack.service.files.links.url(ADMIN.tenant_id, uuid.UUID(pdf["id"]), now=0)
+    echo = {"file": {"id": pdf["id"], "url": stale}}
+    first = stack.service.dispatch_write(ECHO, {"value": echo}, ADMIN, idempotency_key="e-1")
+    again = stack.service.dispatch_write(ECHO, {"value": echo}, ADMIN, idempotency_key="e-1")
+    assert first == again == echo
+    assert fetch(stack, url).status_code == 200
 
 
 def test_forgetting_a_subject_deletes_its_files(stack: Any) -> None:

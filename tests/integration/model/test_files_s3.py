@@ -158,3 +158,34 @@ def test_a_refused_upload_leaves_nothing_in_the_bucket(stack: Any, bucket: Any) 
         "file_type_not_allowed",
     )
     assert keys(bucket) == []
+
+
+def test_an_upload_past_the_rate_leaves_nothing_in_the_bucket(
+    asanoha_stack: Callable[..., Any], s3_endpoint: str, bucket: Any
+) -> None:
+    stack = asanoha_stack(
+        features=[archive, personal_data.feature],
+        database="sqlite",
+        settings={
+            "file_storage": "s3",
+            "file_s3_bucket": BUCKET,
+            "file_s3_prefix": PREFIX,
+            "file_s3_endpoint_url": s3_endpoint,
+            "file_s3_region": "us-east-1",
+            "file_upload_rate": "1/minute",
+        },
+    )
+    first = upload(stack, PDF, "a.pdf", "application/pdf")
+    with stack.nothing_written():
+        response = stack.http.client.post(
+            "/api/files",
+            files={"file": ("b.pdf", PDF, "application/pdf")},
+            headers=stack.http.headers_for(ADMIN),
+        )
+    error = response.json()["error"]
+    assert (response.status_code, error["code"], error["reason"]) == (
+        429,
+        "rate_limited",
+        "rate_limited",
+    )
+    assert keys(bucket) == [f"{PREFIX}{TestUsers.admin.tenant_id}/{first['id']}"]

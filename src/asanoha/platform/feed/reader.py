@@ -147,7 +147,8 @@ class FeedReader:
 
     def prepare(self, conn: Connection, events: Sequence[StoredEvent]) -> list[FeedItem]:
         """``events`` as every client's message starts: upcast, opened, with the rows an
-        owner rule reads (one query per entity for the whole batch)."""
+        owner rule reads (one query per entity for the whole batch) and the files their
+        file fields name (one query per tenant for the whole batch)."""
         if not events:
             return []
         opened = personal_events.reveal_events(
@@ -164,6 +165,7 @@ class FeedReader:
             rows = self._rows(conn, entities[key], waiting)
             for item in waiting:
                 item.row = rows.get((item.event.tenant_id, item.event.stream_id))
+        self._access.look_up_files(conn, items)
         return items
 
     def _rows(

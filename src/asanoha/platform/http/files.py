@@ -1,8 +1,9 @@
 """``POST /api/files`` (upload a file) and ``GET /api/files/{id}/content`` (download it
 through a signed link).
 
-An upload is a ``multipart/form-data`` body with one part named ``file``. The body is
-counted while it streams in and refused with 413 ``file_too_large`` past
+An upload is a ``multipart/form-data`` body with one part named ``file``. The caller's
+uploads are counted against ``ASANOHA_FILE_UPLOAD_RATE`` first (429 ``rate_limited``, before
+the body is read). The body is counted while it streams in and refused with 413 ``file_too_large`` past
 ``ASANOHA_FILE_MAX_BYTES`` (plus the multipart framing); the part is spooled to a temporary
 file (in memory up to 1 MiB), so no upload is held in memory whole. ``service/files.py``
 checks its type, hashes and stores it, and the answer (201) is ``{id, name, content_type,
@@ -37,6 +38,7 @@ from asanoha.platform.errors import (
 from asanoha.platform.files.links import CONTENT_PATH
 from asanoha.platform.http.auth import authenticate_request
 from asanoha.platform.http.openapi import BEARER_SCHEME, SchemaCatalogue, json_body
+from asanoha.platform.http.routes import request_meta
 from asanoha.platform.http.wire import (
     ErrorEnvelope,
     error_response,
@@ -66,6 +68,9 @@ def add_file_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) ->
         form = None
         try:
             user = await authenticate_request(tokens, request)
+            # Counted before the body is read: a refused upload costs neither its transfer
+            # nor its storage.
+            admitted = await run_in_threadpool(files.admit_upload, user, request_meta(request))
             declared = request.headers.get("content-length")
             if (
                 declared is not None
@@ -103,7 +108,9 @@ def add_file_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) ->
                 )
             else:
                 raise _no_file("send the file in a part named 'file'")
-            result = await run_in_threadpool(files.upload, user, name, content_type, content)
+            result = await run_in_threadpool(
+                lambda: files.upload(user, name, content_type, content, admitted=admitted)
+            )
         except AsanohaError as error:
             return error_response(request, error)
         except Exception as exc:
@@ -147,7 +154,8 @@ def add_file_routes(api: FastAPI, app: HttpParts, catalogue: SchemaCatalogue) ->
         operation_id="files-upload",
         summary="Upload a file: its id is what a file or image field takes",
         description=(
-            f"A multipart/form-data body with one part named `{FILE_PART}`. Refused with 413 "
+            f"A multipart/form-data body with one part named `{FILE_PART}`. Refused with 429 "
+            "`rate_limited` past ASANOHA_FILE_UPLOAD_RATE uploads per user, with 413 "
             "`file_too_large` past ASANOHA_FILE_MAX_BYTES and 415 `file_type_not_allowed` for "
             "a type ASANOHA_FILE_TYPES does not take, or image bytes that are not the image "
             "type they claim."

@@ -41,7 +41,9 @@ TOKEN_PARAMETER = "access_token"
 def build_feed_hub(app: HttpParts) -> FeedHub:
     """The feed of this API process, woken by the service's commits."""
     service = app.service
-    access = FeedAccess(app.registry, service.owner_rules, app.settings.operator_tenant)
+    access = FeedAccess(
+        app.registry, service.owner_rules, app.settings.operator_tenant, files=service.files
+    )
     types = [event.qn for event in app.registry.events] + list(PLATFORM_EVENT_TYPES)
     settings = app.settings
     reader = FeedReader(

@@ -97,9 +97,16 @@ class Service:
         self.operator_tenant = operator_tenant
         self.database = database
         self.tables = tables or build_tables(registry)
-        #: Runs writes under their callers' idempotency keys (``keyed_writes``).
+        #: Uploaded files: their storage, download links and upload limits (``files``).
+        self.files = (files or _default_files(database))(self.tables)
+        #: Runs writes under their callers' idempotency keys (``keyed_writes``); a repeat's
+        #: answer shows its files with links minted again.
         self.keyed = KeyedWrites(
-            database, self.tables, ttl_seconds=idempotency_ttl, wait_seconds=idempotency_wait
+            database,
+            self.tables,
+            ttl_seconds=idempotency_ttl,
+            wait_seconds=idempotency_wait,
+            files=self.files,
         )
         self.publisher = publisher
         #: How personal values are stored: sealed under per-subject keys that ``key_wrapper``
@@ -116,8 +123,6 @@ class Service:
         self.approvals = Approvals(signer, registry, self.tables)
         #: Whose rows each caller reaches, from the entities' standard handlers (``ownership``).
         self.owner_rules = OwnerRules(registry)
-        #: Uploaded files: their storage, download links and upload limits (``files``).
-        self.files = (files or _default_files(database))(self.tables)
         #: What the entity executor works with (never the Service itself).
         self.executor_env = ExecutorEnv(
             registry, self.tables, self.personal, self.owner_rules, database.backend, self.files

@@ -313,7 +313,10 @@ class EntityReader:
         file fields it may read carry their file and a signed link (``service.files``)."""
         shown = [field_access.without_hidden(row, self._hidden) for row in rows]
         if self._has_files:
-            shown = self._env.files.shown(self._conn, self.entity_def, self._row_tenant, shown)
+            linked = None if self._request is None else self._request.linked
+            shown = self._env.files.shown(
+                self._conn, self.entity_def, self._row_tenant, shown, linked=linked
+            )
         self._note_read(shown)
         return shown
 

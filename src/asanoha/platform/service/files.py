@@ -1,15 +1,19 @@
 """Files: uploads, the rule of file fields that needs the database, how a read shows them,
 and deleting the content of forgotten subjects' files.
 
-- ``Files.upload`` stores an upload's content (``POST /api/files``) within the size and
-  type limits, hashed with SHA-256, and records its row.
+- ``Files.upload`` stores an upload's content (``POST /api/files``) within the rate, size
+  and type limits, hashed with SHA-256, and records its row. The rate is counted by the
+  application's rate limiter (``rate_limits``, ``ASANOHA_FILE_UPLOAD_RATE``); the route
+  counts it (``admit_upload``) before it reads the body.
 - ``check_file_fields`` is a step of every entity write, beside the reference check, in the
   write's transaction: a written file id names a live file of the tenant that belongs to no
   other row and fits the field's ``types``/``max_size`` (422 otherwise, naming the field);
   ``attach_files`` then records which row holds it, after the event is appended.
 - ``Files.shown`` turns the file ids of rows a caller reads into ``{id, name, content_type,
   size, sha256, url}`` with a signed download link: the reader calls it with the fields the
-  caller may read, so a link is minted only for those.
+  caller may read, so a link is minted only for those. ``found`` and ``described`` are its
+  two halves (look the files up, mint a link), for the feed, which looks up in its reader's
+  thread and mints per message; ``relinked`` mints the links of a kept answer again.
 - ``forget_row_files`` marks the files of a forgotten subject's row deleted, in the forget's
   transaction (``erasure`` calls it); ``Files.purge`` deletes their content after the commit
   (and again after any later forget, should a delete fail).
@@ -24,7 +28,7 @@ import hashlib
 import logging
 import mimetypes
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -49,6 +53,8 @@ from asanoha.platform.model.files import (
     image_type_of,
 )
 from asanoha.platform.personal.entities import subject_of
+from asanoha.platform.service.rate_limits import RateLimiter
+from asanoha.platform.service.request import RequestMeta
 from asanoha.platform.store import Database, Tables
 from asanoha.platform.store import files as file_rows
 from asanoha.platform.store.files import StoredFile
@@ -69,6 +75,14 @@ class Attachment:
     field: str
     #: Whose personal data the row is (see ``row_subject``): forgetting it deletes the file.
     subject: str
+
+
+@dataclass(frozen=True)
+class AdmittedUpload:
+    """An upload by ``user`` counted against the rate of uploads (``Files.admit_upload``):
+    ``Files.upload`` takes it instead of counting the upload again."""
+
+    user: SessionUser
 
 
 def row_subject(
@@ -202,6 +216,7 @@ class Files:
         *,
         max_bytes: int,
         upload_types: Sequence[str] = ("*/*",),
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self._database = database
         self._tables = tables
@@ -209,16 +224,36 @@ class Files:
         self.links = links
         self.max_bytes = max_bytes
         self.upload_types = tuple(upload_types)
+        #: Counts uploads per user (``None``: no rate limits in this application).
+        self._rate_limiter = rate_limiter
 
     # -- uploads ----------------------------------------------------------------------------
 
+    def admit_upload(self, user: SessionUser, meta: RequestMeta | None = None) -> AdmittedUpload:
+        """Count an upload by ``user`` against the rate of uploads: 429 ``rate_limited``
+        when it is one too many (503 ``rate_limit_unavailable`` when Redis does not answer),
+        before anything of it is read or stored."""
+        if self._rate_limiter is not None:
+            self._rate_limiter.check_upload(user, meta)
+        return AdmittedUpload(user)
+
     def upload(
-        self, user: SessionUser, name: str, content_type: str | None, content: BinaryIO
+        self,
+        user: SessionUser,
+        name: str,
+        content_type: str | None,
+        content: BinaryIO,
+        *,
+        meta: RequestMeta | None = None,
+        admitted: AdmittedUpload | None = None,
     ) -> dict[str, Any]:
         """Store ``content`` (a readable, seekable file) as an upload of ``user``'s tenant:
-        413 ``file_too_large`` past ``max_bytes``, 415 ``file_type_not_allowed`` for a type
-        the settings do not take or an image type whose bytes are no such image. Answers
-        ``{id, name, content_type, size, sha256}``."""
+        429 ``rate_limited`` past the rate of uploads (counted here unless ``admitted`` says
+        it was, for this user), 413 ``file_too_large`` past ``max_bytes``, 415
+        ``file_type_not_allowed`` for a type the settings do not take or an image type whose
+        bytes are no such image. Answers ``{id, name, content_type, size, sha256}``."""
+        if admitted is None or admitted.user != user:
+            self.admit_upload(user, meta)
         content.seek(0)
         head = content.read(SNIFFED_BYTES)
         kind = _content_type(content_type, name, head)
@@ -288,11 +323,18 @@ class Files:
     # -- reads ------------------------------------------------------------------------------
 
     def shown(
-        self, conn: Connection, entity_def: EntityDef, tenant_id: str, rows: list[Row]
+        self,
+        conn: Connection,
+        entity_def: EntityDef,
+        tenant_id: str,
+        rows: list[Row],
+        *,
+        linked: list[tuple[str, str]] | None = None,
     ) -> list[Row]:
         """``rows`` (already without the fields the caller may not read) with each file id
         replaced by the file and a signed link to it; one query for the whole page. A file
-        deleted since (its subject forgotten) reads as ``None``."""
+        deleted since (its subject forgotten) reads as ``None``. ``linked`` (a keyed write's
+        request) gets each file given a link, as ``(tenant, id)``."""
         names = [name for name in file_fields(entity_def) if any(name in row for row in rows)]
         ids = {row[name] for row in rows for name in names if row.get(name) is not None}
         if not ids:
@@ -306,12 +348,53 @@ class Files:
                 if value is None:
                     continue
                 stored = found.get(value)
-                row[name] = None if stored is None else self._described(stored)
+                row[name] = None if stored is None else self.described(stored)
+                if stored is not None and linked is not None:
+                    linked.append((stored.tenant_id, str(stored.id)))
             shown.append(row)
         return shown
 
-    def _described(self, stored: StoredFile) -> dict[str, Any]:
+    def found(
+        self, conn: Connection, wanted: Iterable[tuple[str, uuid.UUID]]
+    ) -> dict[tuple[str, uuid.UUID], StoredFile]:
+        """The live files of the ``(tenant, id)`` pairs ``wanted``: one query per tenant."""
+        by_tenant: dict[str, set[uuid.UUID]] = {}
+        for tenant_id, file_id in wanted:
+            by_tenant.setdefault(tenant_id, set()).add(file_id)
+        return {
+            (tenant_id, file_id): stored
+            for tenant_id, ids in by_tenant.items()
+            for file_id, stored in file_rows.find_files(conn, self._tables, tenant_id, ids).items()
+        }
+
+    def described(self, stored: StoredFile) -> dict[str, Any]:
+        """``stored`` as a read shows it: ``{id, name, content_type, size, sha256, url}``
+        with a link minted now (give it only to a caller who may read the field)."""
         return {**stored.describe(), "url": self.links.url(stored.tenant_id, stored.id)}
+
+    def relinked(self, conn: Connection, data: Any, linked: Iterable[Sequence[str]]) -> Any:
+        """``data``, a kept answer (plain JSON), with the files its call showed with a link
+        (``linked``: ``(tenant, id)`` pairs the call noted, never what the answer's values
+        claim) shown as a read shows them now: a link minted now, or ``None`` for a file
+        deleted since. A repeat of a write comes after its links may have expired; one
+        query per tenant."""
+        tenants = {str(file_id): str(tenant_id) for tenant_id, file_id in linked}
+        if not tenants:
+            return data
+        found = self.found(conn, [(tenant, uuid.UUID(i)) for i, tenant in tenants.items()])
+
+        def again(value: Any) -> Any:
+            if isinstance(value, list):
+                return [again(item) for item in value]
+            if not isinstance(value, dict):
+                return value
+            file_id = value.get("id")
+            if "url" in value and isinstance(file_id, str) and file_id in tenants:
+                stored = found.get((tenants[file_id], uuid.UUID(file_id)))
+                return None if stored is None else {**value, **self.described(stored)}
+            return {key: again(item) for key, item in value.items()}
+
+        return again(data)
 
     # -- forgetting -------------------------------------------------------------------------
 

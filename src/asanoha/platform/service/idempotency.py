@@ -23,7 +23,7 @@ import datetime as dt
 import functools
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -185,11 +185,19 @@ class Outcome:
     body: dict[str, Any]
 
     @classmethod
-    def of_result(cls, data: Any, reads: InstructionReads | None = None) -> Outcome:
+    def of_result(
+        cls,
+        data: Any,
+        reads: InstructionReads | None = None,
+        linked: Iterable[tuple[str, str]] | None = None,
+    ) -> Outcome:
         """The outcome of a write that succeeded with ``data`` (kept as plain JSON data).
 
         ``reads``: the instruction text the write handed out, kept with the outcome, so that
         a repeat's answer carries the same trust labels as the first (see ``note_reads``).
+        ``linked``: the files the write showed with a signed link, ``(tenant, id)``, kept so
+        that a repeat's answer carries links minted for it (see ``linked``), not the first
+        call's, which expire.
         """
         body: dict[str, Any] = {"data": to_jsonable_python(data, serialize_unknown=True)}
         if reads is not None and reads.rows:
@@ -197,7 +205,16 @@ class Outcome:
                 entity: {row: sorted(names) for row, names in rows.items()}
                 for entity, rows in reads.rows.items()
             }
+        links = sorted({(str(tenant), str(file_id)) for tenant, file_id in linked or ()})
+        if links:
+            body["links"] = [list(pair) for pair in links]
         return cls(200, body)
+
+    @property
+    def linked(self) -> list[tuple[str, str]]:
+        """The files the first call showed with a signed link, ``(tenant, id)``: a repeat
+        mints their links again (``Files.relinked``)."""
+        return [(str(tenant), str(file_id)) for tenant, file_id in self.body.get("links", [])]
 
     def note_reads(self, reads: InstructionReads | None) -> None:
         """Add the instruction text the first call handed out to ``reads`` (a repeat's)."""

@@ -6,6 +6,10 @@ an outcome); this module owns how a write runs under it: at the top in a transac
 holds the key and keeps the outcome as its last statement, nested in a savepoint of the
 caller's transaction. Either way a repeat answers the kept outcome without running anything,
 a 4xx refusal is kept and raised, and a 5xx keeps nothing so that a repeat runs again.
+
+A repeat re-applies what depends on when it is answered: the trust labels of the
+instruction text the first call handed out, and the signed links of the files it showed,
+minted again (``Files.relinked``) since the first call's may have expired.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from sqlalchemy import Connection
 from asanoha.platform.errors import AsanohaError, ConflictError, Reasons
 from asanoha.platform.personal import redaction
 from asanoha.platform.service import idempotency
+from asanoha.platform.service.files import Files
 from asanoha.platform.service.idempotency import IdempotencyKey, Outcome, Replay
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.service.request import Request
@@ -32,10 +37,18 @@ class KeyedWrites:
     """Runs writes under idempotency keys in one database."""
 
     def __init__(
-        self, database: Database, tables: Tables, *, ttl_seconds: float, wait_seconds: float
+        self,
+        database: Database,
+        tables: Tables,
+        *,
+        ttl_seconds: float,
+        wait_seconds: float,
+        files: Files | None = None,
     ) -> None:
         self._database = database
         self._tables = tables
+        #: Mints the links of the files a kept answer shows again, for its repeats.
+        self._files = files
         #: Seconds an outcome is kept (``ASANOHA_IDEMPOTENCY_TTL``).
         self.ttl_seconds = ttl_seconds
         #: Seconds a repeat waits for a running write with its key (``ASANOHA_IDEMPOTENCY_WAIT``).
@@ -53,19 +66,40 @@ class KeyedWrites:
             replay.replayed = True
         return stored
 
+    def _replayed(
+        self,
+        conn: Connection,
+        stored: Outcome,
+        reads: InstructionReads | None,
+        linked: list[tuple[str, str]] | None = None,
+    ) -> Any:
+        """The kept outcome answered to a repeat: its data with the links of its files
+        minted now (its refusal raised again); its instruction text noted in ``reads``, its
+        files in ``linked`` (a nested repeat's caller, keeping an answer of its own)."""
+        stored.note_reads(reads)
+        data = stored.answer()
+        files = stored.linked
+        if not files or self._files is None:
+            return data
+        if linked is not None:
+            linked.extend(files)
+        return self._files.relinked(conn, data, files)
+
     def run(
         self,
         key: IdempotencyKey,
         replay: Replay | None,
         run: Callable[[Connection], Any],
         reads: InstructionReads | None = None,
+        linked: list[tuple[str, str]] | None = None,
     ) -> tuple[Any, bool]:
         """Run ``run(conn)`` in a transaction that holds ``key`` and keeps its outcome there;
         return the outcome's data and whether it is a stored one (the write did not run).
 
         The first call answers its outcome as it is kept (plain JSON data: ids and times as
         strings), so that the same call answers the same types however often it is sent.
-        ``reads`` gets the instruction text the first call handed out.
+        ``reads`` gets the instruction text the first call handed out. ``linked``: what
+        ``run`` collects in its request's ``linked``, kept with the outcome.
 
         A refusal (4xx) rolls the write back and is kept in a transaction of its own, then
         raised. A write whose key got an outcome meanwhile (committed between this
@@ -73,7 +107,7 @@ class KeyedWrites:
         """
         # The refusal is kept: the personal values the write revealed are kept out of it.
         with redaction.revealing():
-            return self._run_revealing(key, replay, run, reads)
+            return self._run_revealing(key, replay, run, reads, linked)
 
     def _run_revealing(
         self,
@@ -81,14 +115,14 @@ class KeyedWrites:
         replay: Replay | None,
         run: Callable[[Connection], Any],
         reads: InstructionReads | None,
+        linked: list[tuple[str, str]] | None,
     ) -> tuple[Any, bool]:
         refused: AsanohaError | None = None
         try:
             with self._database.begin() as conn:
                 stored = self.hold(conn, key, replay)
                 if stored is not None:
-                    stored.note_reads(reads)
-                    return stored.answer(), True
+                    return self._replayed(conn, stored, reads), True
                 try:
                     result = run(conn)
                 except AsanohaError as error:
@@ -96,7 +130,7 @@ class KeyedWrites:
                         raise
                     refused = error
                     raise _Undo from None
-                outcome = Outcome.of_result(result, reads)
+                outcome = Outcome.of_result(result, reads, linked)
                 if not idempotency.keep(conn, self._tables, key, outcome, self.ttl_seconds):
                     raise _Undo
                 return outcome.answer(), False
@@ -104,12 +138,11 @@ class KeyedWrites:
             pass
         with self._database.begin() as conn:
             stored = self.hold(conn, key, replay)
-            if stored is None and refused is not None:
+            if stored is not None:
+                return self._replayed(conn, stored, reads), True
+            if refused is not None:
                 kept = Outcome.of_error(refused)
                 idempotency.keep(conn, self._tables, key, kept, self.ttl_seconds)
-        if stored is not None:
-            stored.note_reads(reads)
-            return stored.answer(), True
         if refused is not None:
             raise refused
         raise ConflictError(Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn)
@@ -126,8 +159,7 @@ class KeyedWrites:
         (and is kept under the key) and is raised; the enclosing transaction goes on."""
         stored = self.hold(request.conn, key, replay)
         if stored is not None:
-            stored.note_reads(request.reads)
-            return stored.answer()
+            return self._replayed(request.conn, stored, request.reads, request.linked)
         if key is not None and redaction.current() is None:
             # Its refusal is kept: what the nested write reveals is kept out of it.
             with redaction.revealing():
@@ -143,10 +175,14 @@ class KeyedWrites:
     ) -> Any:
         mark = request.mark()
         savepoint = request.conn.begin_nested()
+        # A keyed write collects the links it shows apart from its caller's, and hands them on.
+        outer = request.linked
+        if key is not None:
+            request.linked = []
         try:
             result = run()
             if key is not None:
-                outcome = Outcome.of_result(result, request.reads)
+                outcome = Outcome.of_result(result, request.reads, request.linked)
                 if not idempotency.keep(request.conn, self._tables, key, outcome, self.ttl_seconds):
                     raise _Undo
                 result = outcome.answer()
@@ -159,8 +195,7 @@ class KeyedWrites:
                 raise ConflictError(
                     Reasons.IDEMPOTENCY_IN_PROGRESS, key=key.key, handler=key.handler_qn
                 ) from None
-            answer.note_reads(request.reads)
-            return answer.answer()
+            return self._replayed(request.conn, answer, request.reads, request.linked)
         except BaseException as error:
             savepoint.rollback()
             request.undo_to(mark)
@@ -172,5 +207,10 @@ class KeyedWrites:
                 kept = Outcome.of_error(error)
                 idempotency.keep(request.conn, self._tables, key, kept, self.ttl_seconds)
             raise
+        finally:
+            if key is not None:
+                collected, request.linked = request.linked, outer
+                if outer is not None and collected:
+                    outer.extend(collected)
         savepoint.commit()
         return result

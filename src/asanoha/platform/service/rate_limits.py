@@ -1,9 +1,11 @@
-"""Rate limits of handlers, counted in Redis through the ``limits`` library.
+"""Rate limits of handlers and of uploads, counted in Redis through the ``limits`` library.
 
 Counted after admission (the handler exists, admits the caller, accepts the payload) and
 before anything else, so a refused call writes nothing. The counts are shared by every
 process of the application (never process memory), in a moving window per handler and
 caller; the keys carry the application's queue prefix, so applications can share a server.
+Uploads (``POST /api/files``, ``Files.upload``) are counted the same way under their own
+name, ``UPLOADS``, before their body is read (``ASANOHA_FILE_UPLOAD_RATE``).
 """
 
 from __future__ import annotations
@@ -22,15 +24,26 @@ log = logging.getLogger("asanoha.service")
 
 #: Seconds a rate-limited job attempt waits when Redis does not answer.
 UNAVAILABLE_WAIT = 5.0
+#: What uploads are counted under, and what their refusals name as ``details.handler``.
+UPLOADS = "POST /api/files"
 
 
 class RateLimiter:
     """Counts calls of rate-limited handlers in the Redis at ``url``."""
 
-    def __init__(self, url: str, namespace: str, default: RateLimit | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        default: RateLimit | None = None,
+        *,
+        uploads: RateLimit | None = None,
+    ) -> None:
         self._namespace = namespace
         #: The limit of handlers that declare none (``ASANOHA_RATE_LIMIT_DEFAULT``).
         self.default = default
+        #: The limit of uploads (``ASANOHA_FILE_UPLOAD_RATE``; ``None``: the default's).
+        self.uploads = uploads
         # limits is imported by a limiter only (it brings asyncio and its storages): an
         # application without rate limits, and every command, does without it.
         from limits.storage import storage_from_string
@@ -44,28 +57,37 @@ class RateLimiter:
     def check(self, handler: HandlerDef, user: SessionUser, meta: RequestMeta | None) -> None:
         """Count one call of ``handler`` by ``user``; ``RateLimitError`` (429) when it is one
         too many, ``ServiceUnavailableError`` (503) when Redis does not answer."""
+        limit = self.limit_of(handler, user)
+        if limit is not None:
+            self._count(handler.qn, limit, user, meta)
+
+    def check_upload(self, user: SessionUser, meta: RequestMeta | None) -> None:
+        """Count one upload by ``user`` as ``check`` counts a call (429, 503), under
+        ``UPLOADS``."""
+        limit = self.upload_limit_of(user)
+        if limit is not None:
+            self._count(UPLOADS, limit, user, meta)
+
+    def _count(
+        self, counted: str, limit: RateLimit, user: SessionUser, meta: RequestMeta | None
+    ) -> None:
         from limits.errors import StorageError
 
-        limit = self.limit_of(handler, user)
-        if limit is None:
-            return
         item = limit.item
-        key = (self._namespace, handler.qn, *scope_of(limit, user, meta))
+        key = (self._namespace, counted, *scope_of(limit, user, meta))
         try:
             allowed = self._strategy.hit(item, *key)
             stats = None if allowed else self._strategy.get_window_stats(item, *key)
         except (StorageError, OSError) as error:
             if limit.fail_open:
-                log.warning("rate limit of %s not counted (%s); admitted", handler.qn, error)
+                log.warning("rate limit of %s not counted (%s); admitted", counted, error)
                 return
-            raise ServiceUnavailableError(
-                Reasons.RATE_LIMIT_UNAVAILABLE, handler=handler.qn
-            ) from None
+            raise ServiceUnavailableError(Reasons.RATE_LIMIT_UNAVAILABLE, handler=counted) from None
         if stats is None:
             return
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))
         raise RateLimitError(
-            handler=handler.qn,
+            handler=counted,
             limit=item.amount,
             window_seconds=item.get_expiry(),
             remaining=stats.remaining,
@@ -107,9 +129,20 @@ class RateLimiter:
         """
         if handler.rate_limit is not None or handler.rate_limit_reason is not None:
             return handler.rate_limit
-        if user.id == SYSTEM_USER_ID and user.roles == {SYSTEM_ROLE}:
+        if _is_system(user):
             return None
         return self.default
+
+    def upload_limit_of(self, user: SessionUser) -> RateLimit | None:
+        """The limit counted for an upload by ``user``: ``uploads``, else the default
+        (which, as for handlers, leaves out the tenant's system user)."""
+        if self.uploads is not None:
+            return self.uploads
+        return None if _is_system(user) else self.default
+
+
+def _is_system(user: SessionUser) -> bool:
+    return user.id == SYSTEM_USER_ID and user.roles == {SYSTEM_ROLE}
 
 
 def scope_of(limit: RateLimit, user: SessionUser, meta: RequestMeta | None) -> tuple[str, ...]:

@@ -189,6 +189,10 @@ class Request:
     #: Collects the instruction fields this call reads and returns, when someone labels its
     #: result (MCP tool calls); ``None``: nobody asked, nothing is collected.
     reads: InstructionReads | None = None
+    #: Collects the files this call shows with a signed link, as (tenant, file id), when its
+    #: answer is kept under an idempotency key: a repeat answered from the kept outcome
+    #: mints their links again (``KeyedWrites``); ``None``: nobody keeps it.
+    linked: list[tuple[str, str]] | None = None
     #: The subjects whose files a forget in this transaction marked deleted, and the rows
     #: deleted for good with their files: their content is deleted after the commit (what is deleted is read from the committed rows, never
     #: from here). A list, so that the copies a batch item or a unit of work's write makes

@@ -169,6 +169,8 @@ class WritePipeline:
                 answer_once=handler.answer_once,
             )
             opened: list[Request] = []
+            # A kept answer notes the files it shows with links: a repeat mints them again.
+            linked: list[tuple[str, str]] | None = None if key is None else []
 
             def run(conn: Connection) -> Any:
                 request = open_request(conn, "write", handler, user, meta, origin, plan.entry)
@@ -176,6 +178,7 @@ class WritePipeline:
                 note_entry(span, request)
                 request.acting = acting
                 request.reads = reads
+                request.linked = linked
                 if plan.approved_for_agents:
                     request.approval_id = self._approvals.require(
                         conn, handler, model, user, approval, request.request_id
@@ -186,7 +189,7 @@ class WritePipeline:
                 with self._database.begin() as conn:
                     result = run(conn)
             else:
-                result, replayed = self._keyed.run(key, replay, run, reads)
+                result, replayed = self._keyed.run(key, replay, run, reads, linked)
                 if replayed:
                     return result
             request = opened[-1]
@@ -238,18 +241,19 @@ class WritePipeline:
                 answer_once=None if once is None else once.answer_once,
             )
         holder: list[Request] = []
+        linked: list[tuple[str, str]] | None = None if key is None else []
 
         def run(conn: Connection) -> list[Any]:
             results: list[Any] = []
             holder.clear()
-            self._run_batch_items(conn, items, user, meta, results, holder)
+            self._run_batch_items(conn, items, user, meta, results, holder, linked)
             return results
 
         if key is None:
             with self._database.begin() as conn:
                 results = run(conn)
         else:
-            kept, replayed = self._keyed.run(key, replay, run)
+            kept, replayed = self._keyed.run(key, replay, run, linked=linked)
             results = list(kept)
             if replayed:
                 return results
@@ -264,14 +268,16 @@ class WritePipeline:
         meta: RequestMeta | None,
         results: list[Any],
         holder: list[Request],
+        linked: list[tuple[str, str]] | None = None,
     ) -> None:
-        """The items of a batch in order; ``holder`` gets the root request when one opens.
-        Each item is traced and logged as a single write of its handler."""
+        """The items of a batch in order; ``holder`` gets the root request when one opens
+        (collecting the files shown with links in ``linked``, a keyed batch's). Each item
+        is traced and logged as a single write of its handler."""
         for index, (qn, payload) in enumerate(items):
             try:
                 with observed("write", qn, user, meta) as span:
                     results.append(
-                        self._run_batch_item(conn, qn, payload, user, meta, holder, span)
+                        self._run_batch_item(conn, qn, payload, user, meta, holder, span, linked)
                     )
             except AsanohaError as error:
                 error.details["index"] = index
@@ -287,6 +293,7 @@ class WritePipeline:
         meta: RequestMeta | None,
         holder: list[Request],
         span: telemetry.Span,
+        linked: list[tuple[str, str]] | None = None,
     ) -> Any:
         handler, model = self._admission.admit(qn, "write", payload, user, conn)
         plan = self.plan_of(handler)
@@ -295,6 +302,7 @@ class WritePipeline:
         if not holder:
             holder.append(open_request(conn, "write", handler, user, meta, None, plan.entry))
             request = holder[0]
+            request.linked = linked
         else:
             entry = plan.entry
             request = holder[0].with_entry(
