@@ -95,14 +95,20 @@ def stack(
     return asanoha_stack(
         features=[archive, personal_data.feature],
         database=request.param,
-        settings={
-            "file_storage": "s3",
-            "file_s3_bucket": BUCKET,
-            "file_s3_prefix": PREFIX,
-            "file_s3_endpoint_url": s3_endpoint,
-            "file_s3_region": "us-east-1",
-        },
+        settings=s3_settings(s3_endpoint),
     )
+
+
+def s3_settings(endpoint: str, **more: Any) -> dict[str, Any]:
+    """Settings of a stack that keeps its files in the test bucket."""
+    return {
+        "file_storage": "s3",
+        "file_s3_bucket": BUCKET,
+        "file_s3_prefix": PREFIX,
+        "file_s3_endpoint_url": endpoint,
+        "file_s3_region": "us-east-1",
+        **more,
+    }
 
 
 def keys(client: Any) -> list[str]:
@@ -166,14 +172,7 @@ def test_an_upload_past_the_rate_leaves_nothing_in_the_bucket(
     stack = asanoha_stack(
         features=[archive, personal_data.feature],
         database="sqlite",
-        settings={
-            "file_storage": "s3",
-            "file_s3_bucket": BUCKET,
-            "file_s3_prefix": PREFIX,
-            "file_s3_endpoint_url": s3_endpoint,
-            "file_s3_region": "us-east-1",
-            "file_upload_rate": "1/minute",
-        },
+        settings=s3_settings(s3_endpoint, file_upload_rate="1/minute"),
     )
     first = upload(stack, PDF, "a.pdf", "application/pdf")
     with stack.nothing_written():
