@@ -4,8 +4,10 @@ The hub runs as one task on the server's event loop. It reads (in a thread) when
 this process announces new events (the service's commit listeners, as consumers are woken)
 and, for commits of other processes, every ``poll_interval`` seconds: one query per process
 per wake-up, however many clients listen. Each batch is prepared once (upcast, opened, rows
-for owner rules) and offered to every subscription; a subscription keeps what its caller may
-see, encoded once per set of hidden fields.
+for owner rules), then rendered once per view (the same caller, filter and stream handler:
+the access decisions and the message depend on nothing else) into the messages as they go on
+the wire; every subscription of that view queues the same bytes. A thousand tabs of one user
+cost one rendering, not a thousand.
 
 Each subscription has a bounded queue. A client that does not keep up (its socket does not
 drain) is dropped once ``buffer`` messages wait: it gets ``event: overflow`` with the last id
@@ -23,7 +25,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 
 import pydantic_core
 
@@ -73,6 +75,11 @@ class Subscription:
         #: Live events up to here were sent by the catch-up, or before the client came.
         self.skip_until = max(start, self.last_id)
         self.expires_at = expires_at
+        #: What decides its messages: subscriptions with equal views are sent the same bytes.
+        #: ``SessionUser`` compares every field an access rule reads (not the token's id and
+        #: expiry, which decide only when the stream ends).
+        self.view: Hashable = (user, filter, None if handler is None else handler.qn)
+        #: (event id, the message as it goes on the wire), oldest first.
         self.queue: collections.deque[tuple[int, bytes]] = collections.deque()
         self.overflowed = False
         self.closed = False
@@ -80,17 +87,21 @@ class Subscription:
         self.revoked = False
         self._ready = asyncio.Event()
 
-    def offer(self, event_id: int, message: bytes) -> bool:
-        """Queue a message; ``False`` (and the subscription overflowed) when the queue is
-        full."""
+    def offer(self, messages: Sequence[tuple[int, bytes]]) -> bool:
+        """Queue the messages (``(event id, wire bytes)``, oldest first) it has not been
+        sent; ``False`` (and the subscription overflowed) when they do not fit its queue."""
         if self.overflowed or self.closed:
             return False
-        if len(self.queue) >= self.buffer:
+        if messages and messages[0][0] <= self.skip_until:
+            messages = [each for each in messages if each[0] > self.skip_until]
+        if not messages:
+            return True
+        if len(self.queue) + len(messages) > self.buffer:
             self.overflowed = True
             self.queue.clear()
             self._ready.set()
             return False
-        self.queue.append((event_id, message))
+        self.queue.extend(messages)
         self._ready.set()
         return True
 
@@ -244,7 +255,7 @@ class FeedHub:
                     chunk = bytearray()
                     while subscription.queue and len(chunk) < COALESCE_BYTES:
                         event_id, message = subscription.queue.popleft()
-                        chunk += sse.event_message(event_id, message)
+                        chunk += message
                     subscription.last_id = event_id
                     yield bytes(chunk)
                     continue
@@ -373,13 +384,29 @@ class FeedHub:
             subscription.revoke()
 
     def _fan_out(self, items: Sequence[FeedItem]) -> None:
+        if not items:
+            return
+        # Rendered once per view, on first need: the access checks, the JSON and the SSE
+        # framing of an event are the same bytes for every subscription of one view.
+        rendered: dict[Hashable, list[tuple[int, bytes]]] = {}
         for subscription in list(self._subscriptions):
-            for item in items:
-                if item.id <= subscription.skip_until:
-                    continue
-                message = self._render(subscription, item)
-                if message is not None and not subscription.offer(item.id, message):
-                    break
+            if subscription.overflowed or subscription.closed:
+                continue
+            messages = rendered.get(subscription.view)
+            if messages is None:
+                messages = rendered[subscription.view] = self._render_all(subscription, items)
+            subscription.offer(messages)
+
+    def _render_all(
+        self, subscription: Subscription, items: Sequence[FeedItem]
+    ) -> list[tuple[int, bytes]]:
+        """The wire messages of ``items`` for the view of ``subscription``."""
+        messages: list[tuple[int, bytes]] = []
+        for item in items:
+            message = self._render(subscription, item)
+            if message is not None:
+                messages.append((item.id, sse.event_message(item.id, message)))
+        return messages
 
 
 def _expired(subscription: Subscription) -> bool:
