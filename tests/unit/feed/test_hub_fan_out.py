@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import types
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from asanoha.platform.feed import FeedFilter, FeedHub, FeedItem, Subscription
+from asanoha.platform.feed.reader import Batch
 from asanoha.platform.model import SessionUser
 from asanoha.platform.store import StoredEvent
 
@@ -51,9 +52,20 @@ def event(event_id: int, tenant_id: str = "t1") -> FeedItem:
     return FeedItem(stored, None)
 
 
+class EmptyLog:
+    """A reader of an event log with nothing in it."""
+
+    types = ()
+
+    def start(self) -> int:
+        return 0
+
+    def read(self) -> Batch:
+        return Batch(events=[], watermark=0, more=False)
+
+
 def hub_with(access: RecordingAccess, buffer: int = 100) -> FeedHub:
-    # Nothing to catch up on (every subscription starts at 0): the reader is never asked.
-    reader: Any = types.SimpleNamespace(types=())
+    reader: Any = EmptyLog()
     return FeedHub(reader, access, buffer=buffer, poll_interval=1.0)  # type: ignore[arg-type]
 
 
@@ -136,3 +148,24 @@ def test_waiting_messages_go_out_in_one_write_each_with_its_id_in_order() -> Non
         b'id: 3\ndata: {"id":3,"for":"user"}\n\n'
     )
     assert subscription.last_id == 3
+
+
+def test_an_idle_stream_ends_with_reauth_when_its_token_expires() -> None:
+    hub = hub_with(RecordingAccess())
+
+    async def writes_until_the_end() -> list[bytes]:
+        subscription = await hub.subscribe(ALICE, EVERY, expires_at=time.time() + 0.2)
+        # Nothing is ever queued: only the expiry's timer wakes the stream (the guard ends a
+        # stream that is never woken instead of hanging the suite).
+        async with asyncio.timeout(60):
+            return [message async for message in hub.messages(subscription)]
+
+    async def run() -> list[bytes]:
+        try:
+            return await writes_until_the_end()
+        finally:
+            await hub.stop()
+
+    writes = asyncio.run(run())
+    assert writes[-1].startswith(b"event: reauth\n")
+    assert not hub.subscriptions

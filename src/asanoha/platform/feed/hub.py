@@ -85,6 +85,9 @@ class Subscription:
         self.closed = False
         #: Its token was revoked: the stream ends with ``reauth`` and sends nothing more.
         self.revoked = False
+        #: Its token's expiry came (the timer ``expire_at`` set went off).
+        self.expired = False
+        self._expiry: asyncio.TimerHandle | None = None
         self._ready = asyncio.Event()
 
     def offer(self, messages: Sequence[tuple[int, bytes]]) -> bool:
@@ -115,12 +118,25 @@ class Subscription:
         self.closed = True
         self._ready.set()
 
-    async def wait(self, timeout: float | None) -> None:
-        """Until something is queued, the subscription ends, or ``timeout`` seconds."""
-        # ``asyncio.timeout``, not ``wait_for``: no task per wait (one per message and client).
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._ready.wait()
+    def expire(self) -> None:
+        """End the stream with ``reauth``: its token expired."""
+        self.expired = True
+        self._ready.set()
+
+    def expire_at(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake the stream when its token expires (on ``loop``, the server's): one timer for
+        the stream's life, not one per wait (a wait per message and client)."""
+        if self.expires_at is not None and self._expiry is None:
+            self._expiry = loop.call_later(max(0.0, self.expires_at - time.time()), self.expire)
+
+    def stop_timer(self) -> None:
+        """The stream ended: its expiry no longer needs a wake-up."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+
+    async def wait(self) -> None:
+        """Until something is queued or the subscription ends (or its token expires)."""
+        await self._ready.wait()
         self._ready.clear()
 
 
@@ -196,6 +212,7 @@ class FeedHub:
             expires_at=expires_at,
             handler=handler,
         )
+        subscription.expire_at(asyncio.get_running_loop())
         self._subscriptions.add(subscription)
         return subscription
 
@@ -259,16 +276,14 @@ class FeedHub:
                     subscription.last_id = event_id
                     yield bytes(chunk)
                     continue
-                if _expired(subscription):
+                if subscription.expired or _expired(subscription):
                     yield sse.control_message("reauth", {"lastEventId": subscription.last_id})
                     return
                 if subscription.closed:
                     return
-                timeout = None
-                if subscription.expires_at is not None:
-                    timeout = max(0.0, subscription.expires_at - time.time())
-                await subscription.wait(timeout)
+                await subscription.wait()
         finally:
+            subscription.stop_timer()
             self._subscriptions.discard(subscription)
 
     async def _catch_up(self, subscription: Subscription) -> AsyncIterator[bytes]:
