@@ -169,3 +169,19 @@ def test_an_idle_stream_ends_with_reauth_when_its_token_expires() -> None:
     writes = asyncio.run(run())
     assert writes[-1].startswith(b"event: reauth\n")
     assert not hub.subscriptions
+
+
+def test_an_idle_stream_gets_heartbeat_comments_from_its_own_timer() -> None:
+    hub = hub_with(RecordingAccess())
+
+    async def first_writes() -> list[bytes]:
+        subscription = await hub.subscribe(ALICE, EVERY, heartbeat=0.01)
+        messages = hub.messages(subscription)
+        try:
+            async with asyncio.timeout(60):
+                return [await anext(messages) for _ in range(3)]
+        finally:
+            await messages.aclose()
+            await hub.stop()
+
+    assert asyncio.run(first_writes()) == [b"retry: 1000\n\n", b": ping\n\n", b": ping\n\n"]

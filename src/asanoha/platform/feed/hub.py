@@ -25,7 +25,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Sequence
 
 import pydantic_core
 
@@ -61,6 +61,7 @@ class Subscription:
         after: int | None,
         expires_at: float | None,
         handler: StreamHandlerDef | None = None,
+        heartbeat: float | None = None,
     ) -> None:
         self.user = user
         #: The stream handler that makes each message (``None``: the event as it is).
@@ -75,6 +76,10 @@ class Subscription:
         #: Live events up to here were sent by the catch-up, or before the client came.
         self.skip_until = max(start, self.last_id)
         self.expires_at = expires_at
+        #: Seconds between two heartbeat comments (``None``: none).
+        self.heartbeat = heartbeat
+        #: A heartbeat is to be written (its timer went off).
+        self.beat = False
         #: What decides its messages: subscriptions with equal views are sent the same bytes.
         #: ``SessionUser`` compares every field an access rule reads (not the token's id and
         #: expiry, which decide only when the stream ends).
@@ -88,6 +93,7 @@ class Subscription:
         #: Its token's expiry came (the timer ``expire_at`` set went off).
         self.expired = False
         self._expiry: asyncio.TimerHandle | None = None
+        self._heartbeat: asyncio.TimerHandle | None = None
         self._ready = asyncio.Event()
 
     def offer(self, messages: Sequence[tuple[int, bytes]]) -> bool:
@@ -123,16 +129,26 @@ class Subscription:
         self.expired = True
         self._ready.set()
 
-    def expire_at(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Wake the stream when its token expires (on ``loop``, the server's): one timer for
-        the stream's life, not one per wait (a wait per message and client)."""
+    def start_timers(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake the stream when its token expires and for each heartbeat (on ``loop``, the
+        server's): a timer for the stream's life and one per heartbeat, not a timeout on
+        every wait (a wait per message and client)."""
         if self.expires_at is not None and self._expiry is None:
             self._expiry = loop.call_later(max(0.0, self.expires_at - time.time()), self.expire)
+        if self.heartbeat is not None and self._heartbeat is None:
+            self._heartbeat = loop.call_later(self.heartbeat, self._beat, loop)
 
-    def stop_timer(self) -> None:
-        """The stream ended: its expiry no longer needs a wake-up."""
-        if self._expiry is not None:
-            self._expiry.cancel()
+    def stop_timers(self) -> None:
+        """The stream ended: nothing more wakes it."""
+        for timer in (self._expiry, self._heartbeat):
+            if timer is not None:
+                timer.cancel()
+
+    def _beat(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.heartbeat is not None
+        self.beat = True
+        self._ready.set()
+        self._heartbeat = loop.call_later(self.heartbeat, self._beat, loop)
 
     async def wait(self) -> None:
         """Until something is queued or the subscription ends (or its token expires)."""
@@ -199,9 +215,11 @@ class FeedHub:
         after: int | None = None,
         expires_at: float | None = None,
         handler: StreamHandlerDef | None = None,
+        heartbeat: float | None = None,
     ) -> Subscription:
         """A subscription from the head (``after=None``) or after the id ``after``; each
-        message made by ``handler`` when one is given."""
+        message made by ``handler`` when one is given; a ``: ping`` comment every
+        ``heartbeat`` seconds (keeps proxies from closing an idle stream)."""
         await self._ensure_started()
         subscription = Subscription(
             user,
@@ -211,8 +229,9 @@ class FeedHub:
             after=after,
             expires_at=expires_at,
             handler=handler,
+            heartbeat=heartbeat,
         )
-        subscription.expire_at(asyncio.get_running_loop())
+        subscription.start_timers(asyncio.get_running_loop())
         self._subscriptions.add(subscription)
         return subscription
 
@@ -245,7 +264,7 @@ class FeedHub:
                 await self._task
             self._task = None
 
-    async def messages(self, subscription: Subscription) -> AsyncIterator[bytes]:
+    async def messages(self, subscription: Subscription) -> AsyncGenerator[bytes, None]:
         """What the client is sent: the events it missed, then live ones, until it
         overflows, its token expires or the stream is closed."""
         try:
@@ -281,9 +300,13 @@ class FeedHub:
                     return
                 if subscription.closed:
                     return
+                if subscription.beat:
+                    subscription.beat = False
+                    yield sse.HEARTBEAT
+                    continue
                 await subscription.wait()
         finally:
-            subscription.stop_timer()
+            subscription.stop_timers()
             self._subscriptions.discard(subscription)
 
     async def _catch_up(self, subscription: Subscription) -> AsyncIterator[bytes]:
