@@ -185,3 +185,23 @@ def test_an_idle_stream_gets_heartbeat_comments_from_its_own_timer() -> None:
             await hub.stop()
 
     assert asyncio.run(first_writes()) == [b"retry: 1000\n\n", b": ping\n\n", b": ping\n\n"]
+
+
+def test_a_stream_that_receives_events_gets_no_heartbeat() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        subscription = Subscription(
+            ALICE, EVERY, buffer=10, start=0, after=None, expires_at=None, heartbeat=5.0
+        )
+        subscription.start_timers(loop)
+        # Its heartbeat timer goes off just after an event was written: no ping.
+        subscription.sent_at = time.monotonic()
+        subscription._beat(loop)
+        assert not subscription.beat
+        # And after a heartbeat's time without one: a ping.
+        subscription.sent_at = time.monotonic() - 5.0
+        subscription._beat(loop)
+        assert subscription.beat
+        subscription.stop_timers()
+    finally:
+        loop.close()

@@ -76,10 +76,15 @@ class Subscription:
         #: Live events up to here were sent by the catch-up, or before the client came.
         self.skip_until = max(start, self.last_id)
         self.expires_at = expires_at
-        #: Seconds between two heartbeat comments (``None``: none).
+        #: Seconds without a message after which a heartbeat comment is written (``None``:
+        #: none).
         self.heartbeat = heartbeat
         #: A heartbeat is to be written (its timer went off).
         self.beat = False
+        #: When (``time.monotonic``) events were last written: a stream that receives them
+        #: needs no heartbeat, and 1,000 streams subscribed together would otherwise all
+        #: ping at once, in the middle of deliveries.
+        self.sent_at = time.monotonic()
         #: What decides its messages: subscriptions with equal views are sent the same bytes.
         #: ``SessionUser`` compares every field an access rule reads (not the token's id and
         #: expiry, which decide only when the stream ends).
@@ -146,9 +151,12 @@ class Subscription:
 
     def _beat(self, loop: asyncio.AbstractEventLoop) -> None:
         assert self.heartbeat is not None
-        self.beat = True
-        self._ready.set()
-        self._heartbeat = loop.call_later(self.heartbeat, self._beat, loop)
+        idle = time.monotonic() - self.sent_at
+        if idle >= self.heartbeat:
+            self.beat = True
+            self._ready.set()
+            idle = 0.0
+        self._heartbeat = loop.call_later(self.heartbeat - idle, self._beat, loop)
 
     async def wait(self) -> None:
         """Until something is queued or the subscription ends (or its token expires)."""
@@ -218,8 +226,8 @@ class FeedHub:
         heartbeat: float | None = None,
     ) -> Subscription:
         """A subscription from the head (``after=None``) or after the id ``after``; each
-        message made by ``handler`` when one is given; a ``: ping`` comment every
-        ``heartbeat`` seconds (keeps proxies from closing an idle stream)."""
+        message made by ``handler`` when one is given; a ``: ping`` comment after each
+        ``heartbeat`` seconds without events (keeps proxies from closing an idle stream)."""
         await self._ensure_started()
         subscription = Subscription(
             user,
@@ -293,6 +301,7 @@ class FeedHub:
                         event_id, message = subscription.queue.popleft()
                         chunk += message
                     subscription.last_id = event_id
+                    subscription.sent_at = time.monotonic()
                     yield bytes(chunk)
                     continue
                 if subscription.expired or _expired(subscription):
