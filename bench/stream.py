@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import multiprocessing
 import os
 import secrets
@@ -85,6 +86,11 @@ def clients_main(
     """The clients' process: ``count`` streams; reports ready, then the arrivals at stop."""
     host, port = base_url.removeprefix("http://").split(":")
     path = f"/api/stream?access_token={token}"
+    # This process notes when each event arrives: a pause of its own collector (a full
+    # collection over 1,000 streams and the growing arrivals, 100-150 ms, once or twice a
+    # run) would be counted as the server's latency for every event in flight, and one such
+    # write is the whole p99 of 50. Nothing here makes reference cycles to collect.
+    gc.disable()
 
     async def main() -> None:
         opened: asyncio.Queue[int] = asyncio.Queue()

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import uuid
 
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from asanoha.console.session import Session
 from asanoha.platform.feed import FeedFilter, FeedHub
+from asanoha.platform.http.event_stream import EventStreamResponse
 from asanoha.platform.jobs.job_events import JOB_STREAM_TYPE
 
 #: What each topic follows: event-type patterns (none: every type the principal may read).
@@ -64,11 +64,6 @@ async def live_stream(
         user,
         filter,
         expires_at=None if user.token_expires is None else float(user.token_expires),
+        heartbeat=heartbeat,
     )
-    return EventSourceResponse(
-        hub.messages(subscription),
-        ping=heartbeat,
-        ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
-        sep="\n",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return EventStreamResponse(hub.messages(subscription), close=subscription.close)

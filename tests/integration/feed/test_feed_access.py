@@ -74,3 +74,35 @@ def test_a_forgotten_subject_reads_forgotten_on_the_wire(stack: Stack, served: S
     created, forgotten = admin.events
     assert created.json["payload"]["data"]["email"] == "[forgotten]"
     assert forgotten.json["type"] == "crm:event:ticket.forgotten"
+
+
+def test_tabs_of_one_caller_share_bytes_that_a_caller_with_other_access_never_gets(
+    stack: Stack, served: Served
+) -> None:
+    params = {"types": "crm:event:ticket.*"}
+    with (
+        open_stream(served.base_url, served.token(USER), params) as first,
+        open_stream(served.base_url, served.token(USER), params) as second,
+        open_stream(served.base_url, served.token(ADMIN), params) as admin,
+    ):
+        for stream in (first, second, admin):
+            stream.read_until(lambda s: b"retry:" in s.raw)
+        tickets = [
+            stack.http.write_ok("crm:write:ticket:create", {"title": f"t{n}", "cost": 4242}, ADMIN)
+            for n in range(3)
+        ]
+        last = tickets[-1]["id"]
+        for stream in (first, second, admin):
+            stream.read_until(lambda s: any(m.json["streamId"] == last for m in s.events))
+
+    # One view's rendering went to both of the user's streams, the same bytes on each (but
+    # for heartbeats, which come on each stream's own clock).
+    assert without_heartbeats(first.raw) == without_heartbeats(second.raw)
+    assert b'"cost"' not in bytes(first.raw)
+    # The admin's view is its own: the same events, with the field the user may not read.
+    assert admin.ids == first.ids
+    assert [m.json["payload"]["data"]["cost"] for m in admin.events] == [4242] * 3
+
+
+def without_heartbeats(raw: bytearray) -> bytes:
+    return bytes(raw).replace(b": ping\n\n", b"")

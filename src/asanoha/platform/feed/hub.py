@@ -4,8 +4,10 @@ The hub runs as one task on the server's event loop. It reads (in a thread) when
 this process announces new events (the service's commit listeners, as consumers are woken)
 and, for commits of other processes, every ``poll_interval`` seconds: one query per process
 per wake-up, however many clients listen. Each batch is prepared once (upcast, opened, rows
-for owner rules) and offered to every subscription; a subscription keeps what its caller may
-see, encoded once per set of hidden fields.
+for owner rules), then rendered once per view (the same caller, filter and stream handler:
+the access decisions and the message depend on nothing else) into the messages as they go on
+the wire; every subscription of that view queues the same bytes. A thousand tabs of one user
+cost one rendering, not a thousand.
 
 Each subscription has a bounded queue. A client that does not keep up (its socket does not
 drain) is dropped once ``buffer`` messages wait: it gets ``event: overflow`` with the last id
@@ -23,7 +25,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Sequence
 
 import pydantic_core
 
@@ -59,6 +61,7 @@ class Subscription:
         after: int | None,
         expires_at: float | None,
         handler: StreamHandlerDef | None = None,
+        heartbeat: float | None = None,
     ) -> None:
         self.user = user
         #: The stream handler that makes each message (``None``: the event as it is).
@@ -73,24 +76,46 @@ class Subscription:
         #: Live events up to here were sent by the catch-up, or before the client came.
         self.skip_until = max(start, self.last_id)
         self.expires_at = expires_at
+        #: Seconds without a message after which a heartbeat comment is written (``None``:
+        #: none).
+        self.heartbeat = heartbeat
+        #: A heartbeat is to be written (its timer went off).
+        self.beat = False
+        #: When (``time.monotonic``) events were last written: a stream that receives them
+        #: needs no heartbeat, and 1,000 streams subscribed together would otherwise all
+        #: ping at once, in the middle of deliveries.
+        self.sent_at = time.monotonic()
+        #: What decides its messages: subscriptions with equal views are sent the same bytes.
+        #: ``SessionUser`` compares every field an access rule reads (not the token's id and
+        #: expiry, which decide only when the stream ends).
+        self.view: Hashable = (user, filter, None if handler is None else handler.qn)
+        #: (event id, the message as it goes on the wire), oldest first.
         self.queue: collections.deque[tuple[int, bytes]] = collections.deque()
         self.overflowed = False
         self.closed = False
         #: Its token was revoked: the stream ends with ``reauth`` and sends nothing more.
         self.revoked = False
+        #: Its token's expiry came (the timer ``expire_at`` set went off).
+        self.expired = False
+        self._expiry: asyncio.TimerHandle | None = None
+        self._heartbeat: asyncio.TimerHandle | None = None
         self._ready = asyncio.Event()
 
-    def offer(self, event_id: int, message: bytes) -> bool:
-        """Queue a message; ``False`` (and the subscription overflowed) when the queue is
-        full."""
+    def offer(self, messages: Sequence[tuple[int, bytes]]) -> bool:
+        """Queue the messages (``(event id, wire bytes)``, oldest first) it has not been
+        sent; ``False`` (and the subscription overflowed) when they do not fit its queue."""
         if self.overflowed or self.closed:
             return False
-        if len(self.queue) >= self.buffer:
+        if messages and messages[0][0] <= self.skip_until:
+            messages = [each for each in messages if each[0] > self.skip_until]
+        if not messages:
+            return True
+        if len(self.queue) + len(messages) > self.buffer:
             self.overflowed = True
             self.queue.clear()
             self._ready.set()
             return False
-        self.queue.append((event_id, message))
+        self.queue.extend(messages)
         self._ready.set()
         return True
 
@@ -104,12 +129,38 @@ class Subscription:
         self.closed = True
         self._ready.set()
 
-    async def wait(self, timeout: float | None) -> None:
-        """Until something is queued, the subscription ends, or ``timeout`` seconds."""
-        # ``asyncio.timeout``, not ``wait_for``: no task per wait (one per message and client).
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._ready.wait()
+    def expire(self) -> None:
+        """End the stream with ``reauth``: its token expired."""
+        self.expired = True
+        self._ready.set()
+
+    def start_timers(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake the stream when its token expires and for each heartbeat (on ``loop``, the
+        server's): a timer for the stream's life and one per heartbeat, not a timeout on
+        every wait (a wait per message and client)."""
+        if self.expires_at is not None and self._expiry is None:
+            self._expiry = loop.call_later(max(0.0, self.expires_at - time.time()), self.expire)
+        if self.heartbeat is not None and self._heartbeat is None:
+            self._heartbeat = loop.call_later(self.heartbeat, self._beat, loop)
+
+    def stop_timers(self) -> None:
+        """The stream ended: nothing more wakes it."""
+        for timer in (self._expiry, self._heartbeat):
+            if timer is not None:
+                timer.cancel()
+
+    def _beat(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.heartbeat is not None
+        idle = time.monotonic() - self.sent_at
+        if idle >= self.heartbeat:
+            self.beat = True
+            self._ready.set()
+            idle = 0.0
+        self._heartbeat = loop.call_later(self.heartbeat - idle, self._beat, loop)
+
+    async def wait(self) -> None:
+        """Until something is queued or the subscription ends (or its token expires)."""
+        await self._ready.wait()
         self._ready.clear()
 
 
@@ -172,9 +223,11 @@ class FeedHub:
         after: int | None = None,
         expires_at: float | None = None,
         handler: StreamHandlerDef | None = None,
+        heartbeat: float | None = None,
     ) -> Subscription:
         """A subscription from the head (``after=None``) or after the id ``after``; each
-        message made by ``handler`` when one is given."""
+        message made by ``handler`` when one is given; a ``: ping`` comment after each
+        ``heartbeat`` seconds without events (keeps proxies from closing an idle stream)."""
         await self._ensure_started()
         subscription = Subscription(
             user,
@@ -184,7 +237,9 @@ class FeedHub:
             after=after,
             expires_at=expires_at,
             handler=handler,
+            heartbeat=heartbeat,
         )
+        subscription.start_timers(asyncio.get_running_loop())
         self._subscriptions.add(subscription)
         return subscription
 
@@ -217,7 +272,7 @@ class FeedHub:
                 await self._task
             self._task = None
 
-    async def messages(self, subscription: Subscription) -> AsyncIterator[bytes]:
+    async def messages(self, subscription: Subscription) -> AsyncGenerator[bytes, None]:
         """What the client is sent: the events it missed, then live ones, until it
         overflows, its token expires or the stream is closed."""
         try:
@@ -244,20 +299,23 @@ class FeedHub:
                     chunk = bytearray()
                     while subscription.queue and len(chunk) < COALESCE_BYTES:
                         event_id, message = subscription.queue.popleft()
-                        chunk += sse.event_message(event_id, message)
+                        chunk += message
                     subscription.last_id = event_id
+                    subscription.sent_at = time.monotonic()
                     yield bytes(chunk)
                     continue
-                if _expired(subscription):
+                if subscription.expired or _expired(subscription):
                     yield sse.control_message("reauth", {"lastEventId": subscription.last_id})
                     return
                 if subscription.closed:
                     return
-                timeout = None
-                if subscription.expires_at is not None:
-                    timeout = max(0.0, subscription.expires_at - time.time())
-                await subscription.wait(timeout)
+                if subscription.beat:
+                    subscription.beat = False
+                    yield sse.HEARTBEAT
+                    continue
+                await subscription.wait()
         finally:
+            subscription.stop_timers()
             self._subscriptions.discard(subscription)
 
     async def _catch_up(self, subscription: Subscription) -> AsyncIterator[bytes]:
@@ -373,13 +431,29 @@ class FeedHub:
             subscription.revoke()
 
     def _fan_out(self, items: Sequence[FeedItem]) -> None:
+        if not items:
+            return
+        # Rendered once per view, on first need: the access checks, the JSON and the SSE
+        # framing of an event are the same bytes for every subscription of one view.
+        rendered: dict[Hashable, list[tuple[int, bytes]]] = {}
         for subscription in list(self._subscriptions):
-            for item in items:
-                if item.id <= subscription.skip_until:
-                    continue
-                message = self._render(subscription, item)
-                if message is not None and not subscription.offer(item.id, message):
-                    break
+            if subscription.overflowed or subscription.closed:
+                continue
+            messages = rendered.get(subscription.view)
+            if messages is None:
+                messages = rendered[subscription.view] = self._render_all(subscription, items)
+            subscription.offer(messages)
+
+    def _render_all(
+        self, subscription: Subscription, items: Sequence[FeedItem]
+    ) -> list[tuple[int, bytes]]:
+        """The wire messages of ``items`` for the view of ``subscription``."""
+        messages: list[tuple[int, bytes]] = []
+        for item in items:
+            message = self._render(subscription, item)
+            if message is not None:
+                messages.append((item.id, sse.event_message(item.id, message)))
+        return messages
 
 
 def _expired(subscription: Subscription) -> bool:

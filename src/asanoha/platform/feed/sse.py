@@ -7,6 +7,8 @@ from typing import Any
 
 #: Milliseconds a browser's ``EventSource`` waits before it reconnects (sent first).
 RETRY_MS = 1000
+#: A comment line (``EventSource`` ignores it) that keeps an idle connection open.
+HEARTBEAT = b": ping\n\n"
 
 
 def event_message(event_id: int, data: bytes) -> bytes:

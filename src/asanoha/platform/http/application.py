@@ -24,6 +24,7 @@ from asanoha.platform.http.openapi import SchemaCatalogue, install_openapi
 from asanoha.platform.http.request_ids import RequestIdMiddleware
 from asanoha.platform.http.revocation import add_revoke_route
 from asanoha.platform.http.routes import add_handler_routes
+from asanoha.platform.http.startup_freeze import freeze_after_startup
 from asanoha.platform.http.stream import add_stream_routes, build_feed_hub
 from asanoha.platform.http.tracing import trace_requests
 from asanoha.platform.http.wire import (
@@ -63,7 +64,7 @@ def build_http_app(app: HttpParts, mounts: Sequence[AsgiMount] = ()) -> FastAPI:
         description=f"Write and query handlers of the features: {features or 'none'}.",
         docs_url=None,
         redoc_url=None,
-        lifespan=combined_lifespan(mounts),
+        lifespan=freeze_after_startup(combined_lifespan(mounts)),
     )
     api.state.asanoha = app
     batch_model = batch_request_model(app.settings.max_batch_items)

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -21,6 +20,7 @@ from asanoha.platform.errors import AsanohaError, NotFoundError, Reasons
 from asanoha.platform.feed import FeedAccess, FeedFilter, FeedHub, FeedReader
 from asanoha.platform.feed.filters import FEED
 from asanoha.platform.http.auth import authenticate_off_loop, bearer_token
+from asanoha.platform.http.event_stream import EventStreamResponse
 from asanoha.platform.http.limits import read_json_body
 from asanoha.platform.http.openapi import BEARER_SCHEME
 from asanoha.platform.http.wire import error_response, internal_error_response
@@ -100,15 +100,9 @@ def add_stream_routes(api: FastAPI, app: HttpParts, hub: FeedHub) -> None:
             after=after,
             expires_at=None if user.token_expires is None else float(user.token_expires),
             handler=handler,
+            heartbeat=settings.stream_heartbeat,
         )
-        return EventSourceResponse(
-            hub.messages(subscription),
-            ping=settings.stream_heartbeat,
-            ping_message_factory=lambda: ServerSentEvent(comment="ping", sep="\n"),
-            # The same line ends as the messages the feed writes itself.
-            sep="\n",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        return EventStreamResponse(hub.messages(subscription), close=subscription.close)
 
     async def stream_get(request: Request) -> Response:
         query = request.query_params
