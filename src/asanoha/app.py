@@ -353,6 +353,11 @@ class App:
         if self.replica is not None:
             self.replica.dispose()
         self.database.dispose()
+        if "http" in self.__dict__:
+            from asanoha.platform.http.route_caches import release_route_functions
+
+            # Its routes close over this app: FastAPI's caches would keep it alive.
+            release_route_functions()
 
 
 def _setting_limit(variable: str, rate: str | None) -> RateLimit | None:
