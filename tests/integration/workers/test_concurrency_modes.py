@@ -207,8 +207,10 @@ def test_debounce_runs_once_after_the_last_enqueue_with_its_payload(jobs_stack):
     qn = "settling:job:index"
     ids = []
     for n in range(10):
-        ids.append(stack.app.jobs.run(qn, {"doc": "d", "n": n}))
+        # Read before the call: the window opens at the enqueue's own clock reading,
+        # which falls somewhere inside the call.
         last = time.monotonic()
+        ids.append(stack.app.jobs.run(qn, {"doc": "d", "n": n}))
         time.sleep(0.05)
     stack.drain(timeout=30)
     assert len(set(ids)) == 1
@@ -285,8 +287,8 @@ def test_a_resume_leaves_rows_whose_time_has_not_come_to_their_time(asanoha_stac
     assert all(row.relay_after >= row.not_before for row in rows)
     assert [row.published_at for row in rows] == [None, None]
     # The debounce window is still open: the next enqueue collapses into the same row.
-    assert stack.app.jobs.run("resuming:job:index", {"doc": "d", "n": 1}) == debounced
     last = time.monotonic()
+    assert stack.app.jobs.run("resuming:job:index", {"doc": "d", "n": 1}) == debounced
     stack.app.jobs.cancel(delayed)
     stack.drain(timeout=30)
     assert [payload for payload, _ in runs] == [{"doc": "d", "n": 1}]
