@@ -57,7 +57,7 @@ def status(app: AppOption, as_json: JsonOption = False) -> None:
             (
                 consumer.name if consumer.partition is None else f"{name}#{consumer.partition}",
                 str(consumer.position),
-                str(consumer.lag),
+                _lag(consumer),
                 consumer.status,
                 str(consumer.attempts),
                 "" if consumer.event_id is None else str(consumer.event_id),
@@ -68,6 +68,13 @@ def status(app: AppOption, as_json: JsonOption = False) -> None:
         ),
         no_wrap=("consumer",),
     )
+
+
+def _lag(consumer: ConsumerStatus) -> str:
+    """The lag, and the events parked for tenants that switched the feature off."""
+    if not consumer.parked:
+        return str(consumer.lag)
+    return f"{consumer.lag} (+{consumer.parked} parked)"
 
 
 @consumers.command()

@@ -135,6 +135,7 @@ def _describe(found: ConsumerStatus) -> dict[str, Any]:
         "name": found.name,
         "position": found.position,
         "lag": found.lag,
+        "parked": found.parked,
         "status": found.status,
         "attempts": found.attempts,
         "event_id": found.event_id,

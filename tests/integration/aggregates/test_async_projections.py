@@ -49,6 +49,14 @@ views.projection(
 )(project_account_totals)
 
 
+# The same projection in a feature a tenant may switch off.
+switchable_totals = later_totals.to_metadata(MetaData(), name="ledger_account_totals_switchable")
+switchable = Feature("ledger-switchable", toggleable=True)
+switchable.projection(
+    "account-totals", table=switchable_totals, on=[deposited.qn, withdrawn.qn], mode="async"
+)(project_account_totals)
+
+
 def _totals(stack: Any, table: Table) -> dict[str, tuple[int, int]]:
     with stack.db.connect() as conn:
         rows = conn.execute(select(table)).all()
@@ -245,3 +253,21 @@ def test_the_command_line_lists_each_projection_with_its_lag(
     _catch_up(stack)
     again = CliRunner().invoke(cli, ["projections", "list", "--app", f"{__name__}:APP"])
     assert LATER in again.output and "async" in again.output
+
+
+def test_a_switched_off_features_async_projection_stays_current(asanoha_stack: Any) -> None:
+    # A read model follows every event: its consumer parks nothing, so the table is
+    # current when the feature is switched on again (its queries are refused meanwhile).
+    stack = asanoha_stack(features=[ledger, personal_data.feature, views, switchable])
+    with stack.db.begin() as conn:
+        settings = stack.service.feature_settings
+        settings.set_enabled(conn, ADMIN.tenant_id, "ledger-switchable", False, "test")
+    [account] = _accounts(stack, 1)
+    _deposit(stack, account, 5)
+    keeper = "ledger-switchable:consumer:projection-account-totals"
+    while stack.consumers.run_once([keeper]):
+        pass
+    assert _totals(stack, switchable_totals) == _totals(stack, account_totals)
+    assert _totals(stack, switchable_totals)[account][0] == 5
+    [status] = [found for found in stack.consumers.status() if found.name == keeper]
+    assert (status.lag, status.parked) == (0, 0)

@@ -46,11 +46,12 @@ def ledger(
     backoff: Backoff = NO_BACKOFF,
     raw_sql: str | None = None,
     partitions: int = 1,
+    toggleable: bool = False,
 ) -> Feature:
     """A feature with an entity (``entry``), a domain event (``posted``), a write that appends
     it (``post``) and a consumer ``follow`` of ``posted`` calling ``handler`` (by default
     without a wait between attempts, with ``raw_sql`` as declared)."""
-    feature = Feature(name)
+    feature = Feature(name, toggleable=toggleable)
     feature.entity(
         "entry",
         Entity(

@@ -32,6 +32,7 @@ from asanoha.platform.consumers.cursors import (
     read_cursors,
     save_cursor,
 )
+from asanoha.platform.consumers.parking import count_parked, count_parked_in, release_parked
 from asanoha.platform.errors import ConflictError, NotFoundError, Reasons
 from asanoha.platform.store import Tables
 
@@ -64,6 +65,9 @@ class ConsumerStatus:
     partition: int | None = None
     #: Each partition's own status, for a consumer with more than one.
     partitions: tuple[ConsumerStatus, ...] = ()
+    #: Events parked for tenants that switched the consumer's feature off: delivered once
+    #: it is on again (see ``parking``).
+    parked: int = 0
 
     @property
     def behind(self) -> bool:
@@ -121,18 +125,31 @@ def consumer_statuses(
     """
     cursors = read_cursors(conn, tables, names)
     order = list(cursors) if names is None else [name for name in names if name in cursors]
-    return [_summed(conn, tables, cursors[name], tenant_id) for name in order]
+    parked = count_parked(conn, tables, order, tenant_id=tenant_id)
+    return [_summed(conn, tables, cursors[name], tenant_id, parked.get(name, 0)) for name in order]
 
 
 def _summed(
-    conn: Connection, tables: Tables, cursors: Sequence[Cursor], tenant_id: str | None
+    conn: Connection,
+    tables: Tables,
+    cursors: Sequence[Cursor],
+    tenant_id: str | None,
+    parked: int,
 ) -> ConsumerStatus:
-    """One partition's status as it is, or the sum of several: the lowest position, the lag
-    and gaps added up, dead when one is dead, disabled when all are, and the first event a
-    partition is stopped at."""
+    """One partition's status as it is, or the sum of several: the lowest position, the lag,
+    gaps and parked events added up, dead when one is dead, disabled when all are, and the
+    first event a partition is stopped at."""
     if len(cursors) == 1:
-        return _status(conn, tables, cursors[0], tenant_id)
+        return dataclasses.replace(_status(conn, tables, cursors[0], tenant_id), parked=parked)
     parts = tuple(_status(conn, tables, cursor, tenant_id) for cursor in cursors)
+    if parked:
+        # Which partitions hold them: counted only when some are parked at all.
+        parts = tuple(
+            dataclasses.replace(
+                part, parked=count_parked_in(conn, tables, cursor, tenant_id=tenant_id)
+            )
+            for part, cursor in zip(parts, cursors, strict=True)
+        )
     states = {part.status for part in parts}
     status: ConsumerStatusName = (
         "dead" if "dead" in states else "disabled" if states == {"disabled"} else "idle"
@@ -151,6 +168,7 @@ def _summed(
         next_attempt_at=None if first is None else first.next_attempt_at,
         event_tenant=None if first is None else first.event_tenant,
         partitions=parts,
+        parked=parked,
     )
 
 
@@ -241,6 +259,8 @@ def _skip(conn: Connection, tables: Tables, name: str, cursor: Cursor) -> int:
         skipped=[*cursor.skipped, record],
         **_resumed(cursor),
     )
+    # A parked event the consumer stopped at is delivered no more.
+    release_parked(conn, tables, name, event_id)
     return event_id
 
 

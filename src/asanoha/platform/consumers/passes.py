@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from asanoha.platform import telemetry
 from asanoha.platform.consumers.context import ConsumerContext
 from asanoha.platform.consumers.cursors import Cursor, describe_error, save_cursor
+from asanoha.platform.consumers.parking import Parking
 from asanoha.platform.consumers.visibility import Scan, Visibility
 from asanoha.platform.model import ConsumerDef
 from asanoha.platform.personal import redaction
@@ -74,7 +75,8 @@ def run_pass(
     delivered), the attempt, the error and the time of the next attempt (the consumer's
     backoff) are recorded on the cursor, and after ``max_attempts`` the consumer is ``dead``
     at that event. A dead or disabled consumer, or one whose next attempt is not due, is left
-    alone.
+    alone. An event of a tenant that switched the consumer's feature off is parked, and
+    delivered first once the feature is on again (see ``parking``).
     """
     tables = service.tables
     delivered: list[ConsumerContext] = []
@@ -89,61 +91,90 @@ def run_pass(
             return PassResult(
                 consumer.qn, retry_at=cursor.retry_at, partition=partition, partitions=partitions
             )
-        scan = visibility.scan(conn, tables, cursor, consumer.on, limit)
+        switched = _FeatureSwitch(service, conn, consumer)
+        parking = Parking(conn, tables, cursor) if switched.applies else None
+        returning = _returning(parking, switched)
+        backlog = parking.due(returning, limit) if parking is not None else []
+        # A full batch of returning events is this pass's work; the scan waits for the next.
+        scan = (
+            visibility.scan(conn, tables, cursor, consumer.on, limit)
+            if len(backlog) < limit
+            else None
+        )
         retry_at: dt.datetime | None = None
-        failed = held = False
+        failed = False
+        parked = 0
         # A batch has as many causes as events: the pass's span links to each one's trace.
         # The error text a failing event leaves holds none of the personal values the pass
         # revealed (see ``personal.redaction``).
         with (
-            telemetry.consumer_pass_span(consumer.qn, scan.events) as span,
+            telemetry.consumer_pass_span(
+                consumer.qn, [*backlog, *(scan.events if scan else ())]
+            ) as span,
             redaction.revealing(),
         ):
-            switched = _FeatureSwitch(service, conn, consumer.feature)
-            for event in scan.events:
-                if switched.off(event.tenant_id):
-                    # Its feature is off in the event's tenant: the partition holds here,
-                    # nothing delivered and no attempt spent, and looks again later.
-                    position, gaps = scan.until(event)
-                    retry_at = _record_hold(
-                        conn, tables, consumer, cursor, event, position=position, gaps=gaps
-                    )
-                    held = True
-                    span.outcome("held", "feature_disabled")
-                    break
+            for event in backlog:
+                assert parking is not None
                 ctx = ConsumerContext(service, conn, consumer, event)
                 error = _deliver(conn, tables, consumer, event, ctx)
                 if error is not None:
-                    position, gaps = scan.until(event)
-                    retry_at = _record_failure(
-                        conn, tables, consumer, cursor, event, error, position=position, gaps=gaps
-                    )
+                    # Below the position already: the position and gaps stay as they are.
+                    retry_at = _record_failure(conn, tables, consumer, cursor, event, error)
                     failed = True
                     span.outcome("failed", "delivery_failed")
                     break
+                parking.release(event)
                 delivered.append(ctx)
+            if not failed and scan is not None:
+                # Every returning tenant's parked events were delivered above.
+                for event in scan.events:
+                    if parking is not None and switched.off(event.tenant_id):
+                        parking.park(event)
+                        parked += 1
+                        continue
+                    ctx = ConsumerContext(service, conn, consumer, event)
+                    error = _deliver(conn, tables, consumer, event, ctx)
+                    if error is not None:
+                        position, gaps = scan.until(event)
+                        retry_at = _record_failure(
+                            conn,
+                            tables,
+                            consumer,
+                            cursor,
+                            event,
+                            error,
+                            position=position,
+                            gaps=gaps,
+                        )
+                        failed = True
+                        span.outcome("failed", "delivery_failed")
+                        break
+                    delivered.append(ctx)
             span.set("delivered", len(delivered))
-        if not (failed or held) and (scan.changes_state or cursor.event_id is not None):
+            if parked:
+                span.set("parked", parked)
+        moved = scan is not None and scan.changes_state
+        if not failed and (moved or cursor.event_id is not None):
             save_cursor(
                 conn,
                 tables,
                 consumer.qn,
                 partition=partition,
-                position=scan.position,
-                gaps=scan.gaps,
                 attempts=0,
                 event_id=None,
                 last_error=None,
                 retry_at=None,
+                **({"position": scan.position, "gaps": scan.gaps} if scan is not None else {}),
             )
     for ctx in delivered:
         ctx.after_commit()
     return PassResult(
         consumer.qn,
         delivered=len(delivered),
-        progressed=scan.changes_state
-        and not (failed or held)
-        and (not delivered or _more_waiting(scan, limit)),
+        progressed=not failed
+        and (
+            scan is None or (scan.changes_state and (not delivered or _more_waiting(scan, limit)))
+        ),
         failed=failed,
         # A failure without a next attempt is the one that made it dead.
         stopped=failed and retry_at is None,
@@ -151,6 +182,13 @@ def run_pass(
         partition=partition,
         partitions=partitions,
     )
+
+
+def _returning(parking: Parking | None, switched: _FeatureSwitch) -> list[str]:
+    """The tenants with parked events whose feature is on again."""
+    if parking is None:
+        return []
+    return [tenant for tenant in sorted(parking.tenants) if not switched.off(tenant)]
 
 
 def _more_waiting(scan: Scan, limit: int) -> bool:
@@ -205,21 +243,22 @@ def _deliver_in_span(
     return None
 
 
-#: Seconds a partition held at an event of a tenant whose feature is off waits before it
-#: looks again (as a job of a switched-off feature snoozes).
-HOLD_RECHECK_SECONDS = 60.0
-
-
 class _FeatureSwitch:
     """Whether the consumer's feature is off in a tenant, asked once per tenant per pass
-    (only for a toggleable feature)."""
+    (only for a toggleable feature, and a consumer that follows its switch)."""
 
-    def __init__(self, service: Service, conn: Connection, feature: str) -> None:
+    def __init__(self, service: Service, conn: Connection, consumer: ConsumerDef) -> None:
         settings = service.feature_settings
-        self._settings = settings if feature in settings.toggleable else None
+        toggled = consumer.toggled and consumer.feature in settings.toggleable
+        self._settings = settings if toggled else None
         self._conn = conn
-        self._feature = feature
+        self._feature = consumer.feature
         self._known: dict[str, bool] = {}
+
+    @property
+    def applies(self) -> bool:
+        """Whether the consumer's feature can be switched off at all."""
+        return self._settings is not None
 
     def off(self, tenant_id: str) -> bool:
         if self._settings is None:
@@ -228,36 +267,6 @@ class _FeatureSwitch:
             enabled = self._settings.is_enabled(self._conn, tenant_id, self._feature)
             self._known[tenant_id] = not enabled
         return self._known[tenant_id]
-
-
-def _record_hold(
-    conn: Connection,
-    tables: Tables,
-    consumer: ConsumerDef,
-    cursor: Cursor,
-    event: StoredEvent,
-    **state: Any,
-) -> dt.datetime:
-    """Save the cursor just before ``event`` (``state``: position, gaps), waiting for its
-    feature to be switched on again in the event's tenant: no attempt counted, never dead.
-    Returns when the pass looks again."""
-    retry_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=HOLD_RECHECK_SECONDS)
-    save_cursor(
-        conn,
-        tables,
-        consumer.qn,
-        partition=cursor.partition,
-        attempts=0,
-        event_id=None,
-        last_error=(
-            f"held at event {event.id}: feature {consumer.feature!r} is switched off in "
-            f"tenant {event.tenant_id!r}"
-        ),
-        status="idle",
-        retry_at=retry_at,
-        **state,
-    )
-    return retry_at
 
 
 def _record_failure(

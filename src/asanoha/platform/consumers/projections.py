@@ -57,6 +57,7 @@ def projection_consumers(registry: Registry) -> tuple[ConsumerDef, ...]:
             # A new projection's table is filled from every event there is.
             start="beginning",
             partitions=projection.partitions,
+            toggled=False,
         )
         for projection in registry.projections
         if projection.mode == "async"

@@ -234,6 +234,10 @@ class ConsumerDef:
     #: Cursors a new consumer gets: an event goes to ``partition_key % partitions``, so each
     #: stream stays in order while different streams are delivered in parallel.
     partitions: int = 1
+    #: Whether switching a toggleable feature off in a tenant parks the tenant's events
+    #: (``False`` for a projection's keeper: a read model follows every event, so that it is
+    #: current when the feature is switched on again).
+    toggled: bool = True
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,8 @@ class Tables:
     subject_keys: Table
     #: The pending wake-up of each consumer partition (a row while one is pending).
     consumer_wakes: Table
+    #: Events a consumer set aside for a tenant whose feature is switched off.
+    consumer_parked: Table
     #: Each cron tick, open until its job rows are placed (see ``service/cron_ticks.py``).
     cron_ticks: Table
     #: Features' configuration values, sealed secrets and switches, per tenant.
@@ -385,6 +387,7 @@ def build_tables(registry: Registry) -> Tables:
         upcasters=upcasters_for(registry),
         subject_keys=_subject_keys_table(metadata),
         consumer_wakes=_consumer_wakes_table(metadata),
+        consumer_parked=_consumer_parked_table(metadata),
         cron_ticks=_cron_ticks_table(metadata),
         feature_settings=_feature_settings_table(metadata),
         snapshots=_snapshots_table(metadata),
@@ -476,6 +479,23 @@ def _idempotency_table(metadata: MetaData) -> Table:
         Column("created_at", Timestamp, nullable=False),
         Column("expires_at", Timestamp, nullable=False),
         Index("ix_asanoha_idempotency_expires", "expires_at"),
+    )
+
+
+def _consumer_parked_table(metadata: MetaData) -> Table:
+    """One row per event a consumer parked for a tenant whose feature was switched off (see
+    ``consumers/parking.py``): the consumer's position moved past it, and the row is what
+    delivers it once the feature is on again."""
+    return Table(
+        "asanoha_consumer_parked",
+        metadata,
+        Column("name", String(200), primary_key=True),
+        Column("event_id", Position, primary_key=True),
+        Column("tenant_id", String(64), nullable=False),
+        # The event's, so that each partition finds its own after a repartition.
+        Column("partition_key", Integer, nullable=False),
+        Column("parked_at", Timestamp, nullable=False),
+        Index("ix_asanoha_consumer_parked_tenant", "name", "tenant_id", "event_id"),
     )
 
 
