@@ -164,3 +164,28 @@ def test_each_partition_parks_and_returns_its_own_streams_in_order(consumer_stac
         ]
         assert versions == sorted(versions) and len(versions) == 5
     assert parked_rows(stack) == 0
+
+
+def test_the_admin_status_counts_parked_events_in_each_tenants_view(consumer_stack):
+    from asanoha.handlers import consumer_admin
+    from asanoha.platform.model import SessionUser
+
+    operator = SessionUser.of("ops-1", "ops", ["SystemAdmin"])
+    admin_off = SessionUser.of("admin-off", OFF, ["SystemAdmin"])
+    admin_on = SessionUser.of("admin-on", ON, ["SystemAdmin"])
+    stack = consumer_stack(
+        [ledger(Recorder(), toggleable=True), consumer_admin.feature],
+        settings={"operator_tenant": "ops"},
+    )
+    switch(stack, OFF, enabled=False)
+    append(stack, "s", 0, tenant=OFF)
+    append(stack, "s", 1, tenant=OFF)
+    stack.consumers.run_once([NAME])
+
+    def seen_by(user: Any) -> tuple[int, int]:
+        [status] = stack.http.query_ok("consumer-admin:query:status", {}, user)
+        return status["lag"], status["parked"]
+
+    assert seen_by(operator) == (0, 2)
+    assert seen_by(admin_off) == (0, 2)
+    assert seen_by(admin_on) == (0, 0)
