@@ -349,6 +349,10 @@ class Entity:
         return model
 
 
+#: ``Entity.__dict__`` key of ``instruction_fields(entity)``.
+_FLAGGED = "_asanoha_instruction_fields"
+
+
 def instruction_fields(
     entity: Entity,
     verb: Literal["create", "update"] | None = None,
@@ -361,9 +365,14 @@ def instruction_fields(
     flagged fields not excluded, plus excluded ones with a default (defaults are applied before
     the gate, so they are written all the same).
     """
-    flagged = {name for name, f in entity.fields.items() if f.read_as_instruction}
     if verb is None:
-        return frozenset(flagged)
+        # Every write asks (its gate, its provenance): kept with the frozen definition.
+        found: frozenset[str] | None = entity.__dict__.get(_FLAGGED)
+        if found is None:
+            found = frozenset(name for name, f in entity.fields.items() if f.read_as_instruction)
+            entity.__dict__[_FLAGGED] = found
+        return found
+    flagged = {name for name, f in entity.fields.items() if f.read_as_instruction}
     if verb == "update":
         return frozenset(flagged - set(excluded))
     return frozenset(n for n in flagged if n not in excluded or entity.fields[n].has_default)

@@ -15,7 +15,7 @@ import datetime as dt
 import decimal
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
@@ -23,6 +23,9 @@ from asanoha.platform.errors import DefinitionError, Reasons, UnprocessableError
 from asanoha.platform.model.fields import LIST_KINDS, ORDERED_KINDS, TEXT_FORMATS, Field
 from asanoha.platform.model.located_time import LocatedValue, instant_of
 from asanoha.platform.model.money import MoneyValue, amount_of
+
+if TYPE_CHECKING:
+    from asanoha.platform.model.entity import Entity
 
 #: The kinds ``min=``/``max=`` bound: ordered values, a money amount, a located instant.
 BOUNDED_KINDS = ORDERED_KINDS | {"money", "located_timestamp"}
@@ -127,6 +130,21 @@ def _bound(where: str, kind: str, option: str, value: Any) -> Any:
     if kind in ("timestamp", "located_timestamp") and value.tzinfo is None:
         raise DefinitionError(f"{where}: {option}={value!r} needs a time zone (e.g. +00:00)")
     return value
+
+
+#: ``Entity.__dict__`` key of ``bounded_fields``.
+_BOUNDED = "_asanoha_bounded_fields"
+
+
+def bounded_fields(entity: Entity) -> frozenset[str]:
+    """The fields of ``entity`` that have a bound (``has_rules``): an entity without any
+    has nothing for ``check_values`` to check. Kept with the frozen definition: every
+    create and update asks."""
+    found: frozenset[str] | None = entity.__dict__.get(_BOUNDED)
+    if found is None:
+        found = frozenset(name for name, declared in entity.fields.items() if has_rules(declared))
+        entity.__dict__[_BOUNDED] = found
+    return found
 
 
 def check_values(entity_key: str, fields: Mapping[str, Field], values: Mapping[str, Any]) -> None:

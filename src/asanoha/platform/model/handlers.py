@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -45,9 +46,10 @@ class EntityDef:
     entity: Entity
     exclude_fields: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """``feature:name``: how the registry and streams refer to this entity."""
+        # Kept: every write asks a dozen times, and the definition is frozen.
         return f"{self.feature}:{self.name}"
 
     def event_qn(self, verb: str) -> str:

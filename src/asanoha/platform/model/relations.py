@@ -42,9 +42,18 @@ def has_many(
     return HasMany(entity, via, bool(nested), description)
 
 
+#: ``Entity.__dict__`` key of ``nested_relations``.
+_NESTED = "_asanoha_nested_relations"
+
+
 def nested_relations(entity: Entity) -> tuple[str, ...]:
     """The names of the ``has_many`` relations a create of ``entity`` takes."""
-    return tuple(name for name, relation in entity.children.items() if relation.nested)
+    # Every create asks: kept with the frozen definition.
+    found: tuple[str, ...] | None = entity.__dict__.get(_NESTED)
+    if found is None:
+        found = tuple(name for name, relation in entity.children.items() if relation.nested)
+        entity.__dict__[_NESTED] = found
+    return found
 
 
 def check_children(table: str, children: dict[str, HasMany]) -> None:

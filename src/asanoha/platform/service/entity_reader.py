@@ -79,6 +79,10 @@ class EntityReader:
         self._request = request
         self._handler_qn = handler_qn or entity_def.key
         self._table = env.tables.entity(entity_def.key)
+        #: The tenant whose rows the caller reads and writes: its own, or ``SHARED_TENANT``
+        #: for a shared entity (``Entity(shared=True)``), whose rows every tenant reads.
+        self._row_tenant = SHARED_TENANT if entity_def.entity.shared else user.tenant_id
+        self._has_files = bool(file_fields(entity_def))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -124,12 +128,6 @@ class EntityReader:
         if not self._labelled_references:
             return row
         return {**row, "_refs": self.refs([row])}
-
-    @functools.cached_property
-    def _row_tenant(self) -> str:
-        """The tenant whose rows the caller reads and writes: its own, or ``SHARED_TENANT``
-        for a shared entity (``Entity(shared=True)``), whose rows every tenant reads."""
-        return SHARED_TENANT if self.entity_def.entity.shared else self._user.tenant_id
 
     @functools.cached_property
     def _labelled_references(self) -> tuple[Reference, ...]:
@@ -319,10 +317,6 @@ class EntityReader:
             )
         self._note_read(shown)
         return shown
-
-    @functools.cached_property
-    def _has_files(self) -> bool:
-        return bool(file_fields(self.entity_def))
 
     def _note_read(self, rows: Iterable[Row]) -> None:
         # The rows handed to the handler are what its result may carry: noted for the trust

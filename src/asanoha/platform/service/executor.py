@@ -25,7 +25,7 @@ from asanoha.platform.errors import (
     VersionConflictError,
 )
 from asanoha.platform.model import EntityDef, SessionUser
-from asanoha.platform.model.field_rules import check_values
+from asanoha.platform.model.field_rules import bounded_fields, check_values
 from asanoha.platform.model.relations import nested_relations
 from asanoha.platform.model.transitions import check_move
 from asanoha.platform.personal import entities as personal_entities
@@ -79,10 +79,12 @@ class EntityExecutor(EntityReader):
         data = dict(data)
         raw_id = data.pop("id", None)
         stream_id = self._parse_id(raw_id) if raw_id is not None else uuid.uuid4()
+        stream = str(stream_id)
         entity = self.entity_def.entity
+        model = entity.create_model()
         owner = self._owner_rule("write")
         filled = ownership.owner_default(owner, self.entity_def, data, self._user) if owner else {}
-        values = validated_values(entity.create_model(), {**filled, **data}, self._handler_qn)
+        values = validated_values(model, {**filled, **data}, self._handler_qn)
         # Nested children are created after their parent, each a create of its own.
         children = {name: values.pop(name) for name in nested_relations(entity) if name in values}
         given = dict(values)
@@ -96,7 +98,7 @@ class EntityExecutor(EntityReader):
             values,
             None,
             is_new=True,
-            model=entity.create_model(),
+            model=model,
         )
         run_validate(
             self._env.registry, self.entity_def, self._handler_qn, values, None, is_new=True
@@ -106,12 +108,12 @@ class EntityExecutor(EntityReader):
         self._check_transitions(None, values)
         self._check_field_writes("create", given, frozenset(given) - frozenset(filled))
         self._check_references(values)
-        attachments = self._check_files(str(stream_id), values)
+        attachments = self._check_files(stream, values)
         row = self._record(
-            str(stream_id),
+            stream,
             0,
             "created",
-            self._sealed("data", str(stream_id), values, None),
+            self._sealed("data", stream, values, None),
             may_conflict=bool(entity.unique),
             attachments=attachments,
         )
@@ -325,7 +327,8 @@ class EntityExecutor(EntityReader):
 
     def _check_field_rules(self, values: Mapping[str, Any]) -> None:
         """The fields' format=, min=/max= and min_items=/max_items= (see ``field_rules``)."""
-        check_values(self.entity_def.key, self.entity_def.entity.fields, values)
+        if bounded_fields(self.entity_def.entity):
+            check_values(self.entity_def.key, self.entity_def.entity.fields, values)
 
     def _check_references(self, values: Mapping[str, Any]) -> None:
         """Written references name live rows of the tenant (see ``service.references``)."""

@@ -19,19 +19,38 @@ should let them through lists the role ``system``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from asanoha.platform.errors import AccessDeniedError, Reasons
-from asanoha.platform.model import EntityDef, SessionUser
+from asanoha.platform.model import Access, EntityDef, SessionUser
+
+_NONE: frozenset[str] = frozenset()
+#: ``Entity.__dict__`` keys of ``_ruled``.
+_RULED = {"read": "_asanoha_read_ruled_fields", "write": "_asanoha_write_ruled_fields"}
+
+
+def _ruled(entity_def: EntityDef, use: Literal["read", "write"]) -> tuple[tuple[str, Access], ...]:
+    """The fields of ``entity_def`` with a ``use`` rule, and the rule. Kept with the frozen
+    definition: every write and read asks, and most entities have none."""
+    entity = entity_def.entity
+    key = _RULED[use]
+    found: tuple[tuple[str, Access], ...] | None = entity.__dict__.get(key)
+    if found is None:
+        found = tuple(
+            (name, rule)
+            for name, declared in entity.fields.items()
+            if (rule := getattr(declared, use)) is not None
+        )
+        entity.__dict__[key] = found
+    return found
 
 
 def hidden_fields(entity_def: EntityDef, user: SessionUser) -> frozenset[str]:
     """The fields of ``entity_def`` that ``user`` may not read."""
-    return frozenset(
-        name
-        for name, declared in entity_def.entity.fields.items()
-        if declared.read is not None and not declared.read.admits(user)
-    )
+    ruled = _ruled(entity_def, "read")
+    if not ruled:
+        return _NONE
+    return frozenset(name for name, rule in ruled if not rule.admits(user))
 
 
 def without_hidden(row: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
@@ -77,6 +96,8 @@ def check_writable(
     entity_def: EntityDef, user: SessionUser, names: Iterable[str], verb: str, handler_qn: str
 ) -> None:
     """Refuse a ``verb`` that writes fields of ``names`` that ``user`` may not write."""
+    if not _ruled(entity_def, "write"):
+        return
     fields = entity_def.entity.fields
     denied = []
     for name in sorted(set(names)):

@@ -101,9 +101,19 @@ def row_subject(
     return row_id
 
 
+#: ``Entity.__dict__`` key of ``file_fields``.
+_FILE_FIELDS = "_asanoha_file_fields"
+
+
 def file_fields(entity_def: EntityDef) -> dict[str, Field]:
-    """The file and image fields of ``entity_def``."""
-    return {n: f for n, f in entity_def.entity.fields.items() if f.kind in FILE_KINDS}
+    """The file and image fields of ``entity_def`` (a mapping not to be changed: it is kept
+    with the frozen definition, as every write and read asks)."""
+    entity = entity_def.entity
+    found: dict[str, Field] | None = entity.__dict__.get(_FILE_FIELDS)
+    if found is None:
+        found = {n: f for n, f in entity.fields.items() if f.kind in FILE_KINDS}
+        entity.__dict__[_FILE_FIELDS] = found
+    return found
 
 
 def check_file_fields(

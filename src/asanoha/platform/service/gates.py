@@ -50,10 +50,13 @@ def check_instruction_fields(
 
     ``data`` is the field set after defaults and pre-save hooks; presence counts, not change.
     """
+    flagged = instruction_fields(entity_def.entity)
+    if not flagged:
+        return
     limit = _risk_limit(request)
     if limit is None:
         return
-    written = sorted(instruction_fields(entity_def.entity) & set(data))
+    written = sorted(flagged & set(data))
     if written:
         _refuse(
             Reasons.INSTRUCTION_FIELD_WRITE_REQUIRES_HIGH_RISK,

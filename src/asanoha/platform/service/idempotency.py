@@ -24,7 +24,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic_core import to_jsonable_python
 from sqlalchemy import Connection, and_, delete, func, select
@@ -51,7 +51,7 @@ from asanoha.platform.service.canonical import canonical_json
 from asanoha.platform.service.instruction_reads import InstructionReads
 from asanoha.platform.store import Tables
 from asanoha.platform.store.backends import LOCK_NOT_AVAILABLE
-from asanoha.platform.store.inserts import execute_insert
+from asanoha.platform.store.inserts import execute_insert, first_row
 
 #: The longest key a caller may send.
 MAX_KEY_LENGTH = 255
@@ -282,17 +282,22 @@ def hold(
     """
     if conn.dialect.name == "postgresql":
         space, lock = _lock_ids(key)
-        found = conn.exec_driver_sql(
-            _hold_sql(tables.idempotency.name),
-            {
-                "space": space,
-                "lock": lock,
-                "tenant": key.tenant_id,
-                "principal": key.principal,
-                "handler": key.handler_qn,
-                "key": key.key,
-            },
-        ).one()
+        sql = _hold_sql(tables.idempotency.name)
+        parameters = {
+            "space": space,
+            "lock": lock,
+            "tenant": key.tenant_id,
+            "principal": key.principal,
+            "handler": key.handler_qn,
+            "key": key.key,
+        }
+        if conn.in_transaction():
+            # Every keyed write sends it: on the driver's cursor, without a result object.
+            held = first_row(conn, sql, parameters)
+            assert held is not None  # a LEFT JOIN from one row answers one row
+            found: Any = _Held(*held)
+        else:
+            found = conn.exec_driver_sql(sql, parameters).one()
         if not found.locked:
             _wait_for(conn, space, lock, wait_seconds, key)
             found = _find(conn, tables, key)
@@ -337,6 +342,16 @@ def keep(
         ).returning(table.c.key)
 
     return execute_insert(conn, table, row, kind="keep_outcome", build=build) is not None
+
+
+class _Held(NamedTuple):
+    """The row ``_hold_sql`` answers."""
+
+    locked: bool
+    status: int | None
+    body: Any
+    payload_digest: str | None
+    expires_at: dt.datetime | None
 
 
 @functools.cache

@@ -68,10 +68,13 @@ def record_instruction_write(
     event: StoredEvent,
 ) -> None:
     """Append one provenance record per flagged field the entity event ``event`` wrote."""
+    flagged = instruction_fields(entity_def.entity)
+    if not flagged:
+        return
     written = event.payload.get("data") or event.payload.get("changes")
     if not isinstance(written, Mapping):
         return
-    fields = sorted(instruction_fields(entity_def.entity) & set(written))
+    fields = sorted(flagged & set(written))
     if not fields:
         return
     kind = writer_kind(request, user)

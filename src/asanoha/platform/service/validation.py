@@ -59,6 +59,8 @@ def check_storable(payload: Any, handler: str) -> None:
     """
     if isinstance(payload, pydantic.BaseModel):
         payload = payload.model_dump()
+    if type(payload) is dict and _flat_and_storable(payload):
+        return
     for path in _unstorable_paths(payload, (), 0):
         raise invalid_field(
             handler,
@@ -66,6 +68,26 @@ def check_storable(payload: Any, handler: str) -> None:
             "unstorable_text",
             "text may not contain U+0000 or an unpaired surrogate (U+D800 to U+DFFF)",
         )
+
+
+#: Values with no text inside: nothing in them to refuse.
+_TEXTLESS = frozenset({int, float, bool, type(None)})
+
+
+def _flat_and_storable(payload: dict[Any, Any]) -> bool:
+    """Whether ``payload`` holds only storable text and text-less values at its top level
+    (most payloads): then the walk that names a path has nothing to find. Anything else
+    (a nested value, a key that is no ``str``) is left to the walk."""
+    for key, value in payload.items():
+        if type(key) is not str or UNSTORABLE_TEXT.search(key):
+            return False
+        kind = type(value)
+        if kind is str:
+            if UNSTORABLE_TEXT.search(value):
+                return False
+        elif kind not in _TEXTLESS:
+            return False
+    return True
 
 
 def _unstorable_paths(value: Any, path: tuple[str, ...], depth: int) -> Iterator[tuple[str, ...]]:

@@ -99,9 +99,19 @@ def execute_bound(
 def _run(
     conn: Connection, compiled: CompiledInsert, row: Mapping[str, Any]
 ) -> tuple[Any, ...] | None:
+    return first_row(conn, compiled.sql, compiled.parameters(row))
+
+
+def first_row(
+    conn: Connection, sql: str, parameters: Sequence[Any] | Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    """Send ``sql`` (in the driver's parameter style) with ``parameters`` on the driver's
+    cursor; return the first row it returns (``None`` when none). As for the compiled
+    statements, through the ``Connection``: its statement events, logging and error
+    translation apply, and no result object is set up. Inside a transaction only."""
     cursor = conn.connection.cursor()
     try:
-        conn._cursor_execute(cursor, compiled.sql, compiled.parameters(row))
+        conn._cursor_execute(cursor, sql, parameters)
         found: tuple[Any, ...] | None = (
             cursor.fetchone() if cursor.description is not None else None
         )

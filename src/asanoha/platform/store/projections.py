@@ -18,7 +18,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Table, bindparam, delete, insert, select, update
 
 from asanoha.platform.errors import ConflictError, Reasons
-from asanoha.platform.model import EntityDef, Registry
+from asanoha.platform.model import Entity, EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
 from asanoha.platform.personal import vault as personal_vault
@@ -30,8 +30,14 @@ from asanoha.platform.store.tables import Tables
 Row = dict[str, Any]
 
 
+#: Values that are JSON as they are (most field values): returned without the checks below.
+_AS_JSON = frozenset({str, int, float, bool, type(None)})
+
+
 def encode_value(value: Any) -> Any:
     """A field value as JSON for an event payload."""
+    if type(value) in _AS_JSON:
+        return value
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, decimal.Decimal | uuid.UUID):
@@ -83,6 +89,23 @@ def _default_or_none(declared: Field) -> Any:
     if not declared.has_default or callable(declared.default) or declared.is_personal:
         return None
     return declared.default
+
+
+#: ``Entity.__dict__`` key of ``_unwritten_columns`` (the definition is frozen).
+_UNWRITTEN = "_asanoha_unwritten_columns"
+
+
+def _unwritten_columns(entity: Entity) -> dict[str, Any]:
+    """What a created row holds in the columns its event does not set: a field declared
+    after the event was written takes its default, as the revision that added its column
+    backfilled it (see migrations.backfill); a blind index nothing is sealed for is empty.
+    Made once per entity: every create asks."""
+    found: dict[str, Any] | None = entity.__dict__.get(_UNWRITTEN)
+    if found is None:
+        found = {name: _default_or_none(declared) for name, declared in entity.fields.items()}
+        found |= {blind_column(name): None for name in blind_indexed_fields(entity)}
+        entity.__dict__[_UNWRITTEN] = found
+    return found
 
 
 def _personal_text(value: Any) -> Any:
@@ -204,13 +227,7 @@ def row_change(
             "created_at": event.created_at,
             "created_by": event.created_by,
             **stamp,
-            # A field declared after this event was written takes its default, as the
-            # revision that added its column backfilled it (see migrations.backfill).
-            **{
-                name: _default_or_none(declared)
-                for name, declared in entity_def.entity.fields.items()
-            },
-            **{blind_column(name): None for name in blind_indexed_fields(entity_def.entity)},
+            **_unwritten_columns(entity_def.entity),
             **_decode_all(entity_def, data),
             **_blind_columns(vault, entity_def, event.tenant_id, data),
         }
