@@ -39,6 +39,7 @@ from asanoha.platform.model.fields import (
 )
 from asanoha.platform.model.files import check_file_options
 from asanoha.platform.model.files import input_schema as file_input_schema
+from asanoha.platform.model.kept import kept
 from asanoha.platform.model.located_time import LOCATED_SCHEMA, parse_located
 from asanoha.platform.model.money import MONEY_SCHEMA, parse_money
 from asanoha.platform.model.relations import MAX_NESTED_CHILDREN, HasMany, check_children
@@ -349,10 +350,6 @@ class Entity:
         return model
 
 
-#: ``Entity.__dict__`` key of ``instruction_fields(entity)``.
-_FLAGGED = "_asanoha_instruction_fields"
-
-
 def instruction_fields(
     entity: Entity,
     verb: Literal["create", "update"] | None = None,
@@ -366,12 +363,12 @@ def instruction_fields(
     the gate, so they are written all the same).
     """
     if verb is None:
-        # Every write asks (its gate, its provenance): kept with the frozen definition.
-        found: frozenset[str] | None = entity.__dict__.get(_FLAGGED)
-        if found is None:
-            found = frozenset(name for name, f in entity.fields.items() if f.read_as_instruction)
-            entity.__dict__[_FLAGGED] = found
-        return found
+        # Every write asks (its gate, its provenance).
+        return kept(
+            entity,
+            "instruction_fields",
+            lambda: frozenset(name for name, f in entity.fields.items() if f.read_as_instruction),
+        )
     flagged = {name for name, f in entity.fields.items() if f.read_as_instruction}
     if verb == "update":
         return frozenset(flagged - set(excluded))

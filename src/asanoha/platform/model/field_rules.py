@@ -21,6 +21,7 @@ import pydantic
 
 from asanoha.platform.errors import DefinitionError, Reasons, UnprocessableError
 from asanoha.platform.model.fields import LIST_KINDS, ORDERED_KINDS, TEXT_FORMATS, Field
+from asanoha.platform.model.kept import kept
 from asanoha.platform.model.located_time import LocatedValue, instant_of
 from asanoha.platform.model.money import MoneyValue, amount_of
 
@@ -132,19 +133,15 @@ def _bound(where: str, kind: str, option: str, value: Any) -> Any:
     return value
 
 
-#: ``Entity.__dict__`` key of ``bounded_fields``.
-_BOUNDED = "_asanoha_bounded_fields"
-
-
 def bounded_fields(entity: Entity) -> frozenset[str]:
     """The fields of ``entity`` that have a bound (``has_rules``): an entity without any
     has nothing for ``check_values`` to check. Kept with the frozen definition: every
     create and update asks."""
-    found: frozenset[str] | None = entity.__dict__.get(_BOUNDED)
-    if found is None:
-        found = frozenset(name for name, declared in entity.fields.items() if has_rules(declared))
-        entity.__dict__[_BOUNDED] = found
-    return found
+    return kept(
+        entity,
+        "bounded_fields",
+        lambda: frozenset(name for name, declared in entity.fields.items() if has_rules(declared)),
+    )
 
 
 def check_values(entity_key: str, fields: Mapping[str, Field], values: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from asanoha.platform.errors import DefinitionError
+from asanoha.platform.model.kept import kept
 
 if TYPE_CHECKING:
     from asanoha.platform.model.entity import Entity
@@ -42,18 +43,14 @@ def has_many(
     return HasMany(entity, via, bool(nested), description)
 
 
-#: ``Entity.__dict__`` key of ``nested_relations``.
-_NESTED = "_asanoha_nested_relations"
-
-
 def nested_relations(entity: Entity) -> tuple[str, ...]:
     """The names of the ``has_many`` relations a create of ``entity`` takes."""
-    # Every create asks: kept with the frozen definition.
-    found: tuple[str, ...] | None = entity.__dict__.get(_NESTED)
-    if found is None:
-        found = tuple(name for name, relation in entity.children.items() if relation.nested)
-        entity.__dict__[_NESTED] = found
-    return found
+    # Every create asks.
+    return kept(
+        entity,
+        "nested_relations",
+        lambda: tuple(name for name, relation in entity.children.items() if relation.nested),
+    )
 
 
 def check_children(table: str, children: dict[str, HasMany]) -> None:

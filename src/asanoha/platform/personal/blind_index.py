@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, select, update
 
 from asanoha.platform.model.entity import Entity
+from asanoha.platform.model.kept import kept
 from asanoha.platform.personal import cipher
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 BLIND_SUFFIX = "__bidx"
 #: The operators a blind index answers (it only tells equal values apart).
 BLIND_OPERATORS = frozenset({"eq", "ne", "in"})
-_KEPT = "_asanoha_blind_indexed_fields"
 
 
 def blind_column(name: str) -> str:
@@ -37,17 +37,17 @@ def blind_column(name: str) -> str:
 
 def blind_indexed_fields(entity: Entity) -> frozenset[str]:
     """The personal fields that are filterable or part of a unique index."""
-    # Asked on every write and read of the entity: kept with it (its definition is frozen).
-    found: frozenset[str] | None = entity.__dict__.get(_KEPT)
-    if found is None:
-        unique = {name for index in entity.unique for name in index}
-        found = frozenset(
-            name
-            for name, declared in entity.fields.items()
-            if declared.is_personal and (declared.filterable or name in unique)
-        )
-        entity.__dict__[_KEPT] = found
-    return found
+    # Asked on every write and read of the entity.
+    return kept(entity, "blind_indexed_fields", lambda: _blind_indexed(entity))
+
+
+def _blind_indexed(entity: Entity) -> frozenset[str]:
+    unique = {name for index in entity.unique for name in index}
+    return frozenset(
+        name
+        for name, declared in entity.fields.items()
+        if declared.is_personal and (declared.filterable or name in unique)
+    )
 
 
 def blind_hash(index_key: bytes, scope: str, field: str, value: Any) -> str:

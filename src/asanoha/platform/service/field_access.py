@@ -23,26 +23,24 @@ from typing import Any, Literal
 
 from asanoha.platform.errors import AccessDeniedError, Reasons
 from asanoha.platform.model import Access, EntityDef, SessionUser
+from asanoha.platform.model.kept import kept
 
 _NONE: frozenset[str] = frozenset()
-#: ``Entity.__dict__`` keys of ``_ruled``.
-_RULED = {"read": "_asanoha_read_ruled_fields", "write": "_asanoha_write_ruled_fields"}
 
 
 def _ruled(entity_def: EntityDef, use: Literal["read", "write"]) -> tuple[tuple[str, Access], ...]:
-    """The fields of ``entity_def`` with a ``use`` rule, and the rule. Kept with the frozen
-    definition: every write and read asks, and most entities have none."""
+    """The fields of ``entity_def`` with a ``use`` rule, and the rule (kept: every write and
+    read asks, and most entities have none)."""
     entity = entity_def.entity
-    key = _RULED[use]
-    found: tuple[tuple[str, Access], ...] | None = entity.__dict__.get(key)
-    if found is None:
-        found = tuple(
+    return kept(
+        entity,
+        f"{use}_ruled_fields",
+        lambda: tuple(
             (name, rule)
             for name, declared in entity.fields.items()
             if (rule := getattr(declared, use)) is not None
-        )
-        entity.__dict__[key] = found
-    return found
+        ),
+    )
 
 
 def hidden_fields(entity_def: EntityDef, user: SessionUser) -> frozenset[str]:

@@ -52,6 +52,7 @@ from asanoha.platform.model.files import (
     any_matches,
     image_type_of,
 )
+from asanoha.platform.model.kept import kept
 from asanoha.platform.personal.entities import subject_of
 from asanoha.platform.service.rate_limits import RateLimiter
 from asanoha.platform.service.request import RequestMeta
@@ -101,19 +102,15 @@ def row_subject(
     return row_id
 
 
-#: ``Entity.__dict__`` key of ``file_fields``.
-_FILE_FIELDS = "_asanoha_file_fields"
-
-
 def file_fields(entity_def: EntityDef) -> dict[str, Field]:
     """The file and image fields of ``entity_def`` (a mapping not to be changed: it is kept
     with the frozen definition, as every write and read asks)."""
     entity = entity_def.entity
-    found: dict[str, Field] | None = entity.__dict__.get(_FILE_FIELDS)
-    if found is None:
-        found = {n: f for n, f in entity.fields.items() if f.kind in FILE_KINDS}
-        entity.__dict__[_FILE_FIELDS] = found
-    return found
+    return kept(
+        entity,
+        "file_fields",
+        lambda: {n: f for n, f in entity.fields.items() if f.kind in FILE_KINDS},
+    )
 
 
 def check_file_fields(

@@ -21,6 +21,7 @@ from asanoha.platform.errors import ConflictError, Reasons
 from asanoha.platform.model import Entity, EntityDef, Registry
 from asanoha.platform.model.feature import ENTITY_VERBS
 from asanoha.platform.model.fields import Field
+from asanoha.platform.model.kept import kept
 from asanoha.platform.personal import vault as personal_vault
 from asanoha.platform.personal.blind_index import blind_column, blind_indexed_fields
 from asanoha.platform.store.events import EVENT_COLUMNS, StoredEvent
@@ -92,20 +93,17 @@ def _default_or_none(declared: Field) -> Any:
 
 
 #: ``Entity.__dict__`` key of ``_unwritten_columns`` (the definition is frozen).
-_UNWRITTEN = "_asanoha_unwritten_columns"
-
-
 def _unwritten_columns(entity: Entity) -> dict[str, Any]:
     """What a created row holds in the columns its event does not set: a field declared
     after the event was written takes its default, as the revision that added its column
     backfilled it (see migrations.backfill); a blind index nothing is sealed for is empty.
     Made once per entity: every create asks."""
-    found: dict[str, Any] | None = entity.__dict__.get(_UNWRITTEN)
-    if found is None:
-        found = {name: _default_or_none(declared) for name, declared in entity.fields.items()}
-        found |= {blind_column(name): None for name in blind_indexed_fields(entity)}
-        entity.__dict__[_UNWRITTEN] = found
-    return found
+
+    def build() -> dict[str, Any]:
+        columns = {name: _default_or_none(declared) for name, declared in entity.fields.items()}
+        return columns | {blind_column(name): None for name in blind_indexed_fields(entity)}
+
+    return kept(entity, "unwritten_columns", build)
 
 
 def _personal_text(value: Any) -> Any:
