@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import Mapping
@@ -94,6 +95,12 @@ class JobMeta:
         )
 
 
+@functools.cache
+def _job_logger(job_qn: str) -> logging.Logger:
+    # Looked up once per job: ``getLogger`` takes the logging module's lock on every call.
+    return logging.getLogger(f"asanoha.job.{job_qn}")
+
+
 #: How long a job of a feature switched off in its tenant waits before it looks again.
 DISABLED_FEATURE_RECHECK_SECONDS = 60.0
 
@@ -134,8 +141,7 @@ class JobContext(FeatureAccess):
         #: Logs as the logger ``asanoha.job.<qn>``; its lines at INFO and above are kept
         #: with the attempt's run row.
         self.log = AttemptLog(
-            logging.getLogger(f"asanoha.job.{job.qn}"),
-            {"job": job.qn, "task_id": task_id, "attempt": self.attempt},
+            _job_logger(job.qn), {"job": job.qn, "task_id": task_id, "attempt": self.attempt}
         )
         #: The personal values the attempt saw, with their sealed texts (set when it ends):
         #: a step's or a ``keep_result`` job's result is sealed with them.

@@ -75,6 +75,39 @@ def test_a_compiled_transaction_keeps_each_statements_constants_and_commits_as_o
         assert conn.execute(select(pauses.c.target)).all() == []
 
 
+def test_a_compiled_transactions_constants_are_sent_as_written_on_every_connection(
+    asanoha_stack: Any,
+) -> None:
+    stack = asanoha_stack(features=[feature], database="postgres")
+    dialect = stack.db.engine.dialect
+    # Written into the statement's text: quotes and the driver's own "%" survive it.
+    quoted = CompiledTransaction(
+        [
+            select(literal("it's 100%s %(param_2)s"), literal(-7)),
+            select(literal(None), literal("%%")),
+        ],
+        dialect,
+        set(),
+    )
+    first = psycopg.connect(_conninfo(stack), autocommit=True)
+    second = psycopg.connect(_conninfo(stack), autocommit=True)
+    expected = [[("it's 100%s %(param_2)s", -7)], [(None, "%%")]]
+    try:
+        assert quoted.execute(first.cursor(), {}) == expected
+        assert quoted.execute(second.cursor(), {}) == expected
+        first.close()
+        # A connection closed meanwhile takes its statements' cursors with it.
+        third = psycopg.connect(_conninfo(stack), autocommit=True)
+        try:
+            assert quoted.execute(third.cursor(), {}) == expected
+            assert quoted.execute(second.cursor(), {}) == expected
+        finally:
+            third.close()
+    finally:
+        first.close()
+        second.close()
+
+
 def test_a_limited_claim_and_a_wake_wait_for_their_keys_lock(asanoha_stack: Any) -> None:
     stack = asanoha_stack(features=[feature], database="postgres")
     job = stack.app.registry.job(QN)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -47,6 +48,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from asanoha.platform.jobs import clocks, control, job_events, publishing, workflows
 from asanoha.platform.jobs.attempts import (
@@ -78,10 +80,12 @@ POOL_SIZE = 4
 class CompiledStatement:
     """A SQLAlchemy statement compiled once for Postgres, sent on a driver cursor.
 
-    The compiled text carries the constants of the statement as parameters of their own;
-    they are merged under each call's values. The job-row columns need no bind processing
-    on Postgres (psycopg takes ``uuid.UUID`` and aware datetimes as they are), so values go
-    to the driver unchanged.
+    The constants of the statement (its states, event type prefixes, numbers) are written
+    into the compiled text as SQL literals, so that a call sends only its own values: the
+    driver adapts every parameter on every call, and the end's dozen constants cost as much
+    as its values. A constant that has no literal form stays a parameter, merged under each
+    call's values. The job-row columns need no bind processing on Postgres (psycopg takes
+    ``uuid.UUID`` and aware datetimes as they are), so values go to the driver unchanged.
     """
 
     __slots__ = ("constants", "sql")
@@ -90,17 +94,28 @@ class CompiledStatement:
         self, statement: ClauseElement, dialect: Dialect, names: Collection[str] | None = None
     ) -> None:
         compiled = statement.compile(dialect=dialect)
-        self.sql = str(compiled)
+        assert isinstance(compiled, SQLCompiler)
+        sql = str(compiled)
         # ``names``: the parameters each call gives (by default, those without a value).
-        self.constants = {
+        constants = {
             name: value
             for name, value in compiled.params.items()
             if (value is not None if names is None else name not in names)
         }
+        self.constants: dict[str, Any] = {}
+        literals: dict[str, str] = {}
+        for name, value in constants.items():
+            literal = _literal(compiled.binds[name].type, dialect, value)
+            if literal is None:
+                self.constants[name] = value
+            else:
+                literals[name] = literal
+        # One pass over the text: a literal written in is never read again as a placeholder.
+        self.sql = _PLACEHOLDER.sub(lambda found: literals.get(found[1], found[0]), sql)
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> None:
         """Send the statement with ``values`` for its named parameters."""
-        cursor.execute(self.sql, {**self.constants, **values})
+        cursor.execute(self.sql, {**self.constants, **values} if self.constants else values)
 
 
 class CompiledTransaction:
@@ -117,26 +132,41 @@ class CompiledTransaction:
     parameter is a constant of its statement.
     """
 
-    __slots__ = ("parts",)
+    __slots__ = ("_cursors", "parts")
 
     def __init__(
         self, statements: Sequence[ClauseElement], dialect: Dialect, names: Collection[str]
     ) -> None:
         self.parts = [CompiledStatement(statement, dialect, names) for statement in statements]
+        #: The statements' cursors on each connection, by the connection's id: made once
+        #: per connection, not per call (a cursor costs about what a statement's values do).
+        self._cursors: dict[int, tuple[Any, list[Any]]] = {}
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> list[list[Any]]:
         """Send the transaction on ``cursor``'s connection; the rows of each statement, in
         order."""
         connection = cursor.connection
-        sent: list[Any] = []
+        sent = self._cursors_on(connection)
         # A libpq older than 14 has no pipelines: the statements then go one by one.
         with connection.pipeline() if _PIPELINES else nullcontext():
             cursor.execute("BEGIN")
-            for part in self.parts:
-                sent.append(connection.cursor())
-                part.execute(sent[-1], values)
+            for part, one in zip(self.parts, sent, strict=True):
+                part.execute(one, values)
             cursor.execute("COMMIT")
-        return [one.fetchall() if one.description is not None else [] for one in sent]
+        # ``pgresult.nfields`` rather than ``description``, which builds its columns.
+        return [one.fetchall() if _returns_rows(one) else [] for one in sent]
+
+    def _cursors_on(self, connection: Any) -> list[Any]:
+        known = self._cursors.get(id(connection))
+        if known is not None and known[0] is connection:
+            return known[1]
+        # A closed connection's cursors go (its id may be taken by a new connection). Each
+        # connection is used by one thread at a time; the dict is only ever replaced.
+        cursors = [connection.cursor() for _ in self.parts]
+        kept = {key: entry for key, entry in self._cursors.items() if not entry[0].closed}
+        kept[id(connection)] = (connection, cursors)
+        self._cursors = kept
+        return cursors
 
 
 class PostgresJobRows(JobRows):
@@ -588,6 +618,13 @@ class _Held:
         self.pid = pid
 
 
+#: A named placeholder of the driver's parameter formatting, or an escaped ``%``.
+_PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
+#: The result states of a statement that returned rows (``_returns_rows``).
+_TUPLES = frozenset(
+    {psycopg.pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.SINGLE_TUPLE,
+     psycopg.pq.ExecStatus.TUPLES_CHUNK}
+)  # fmt: skip
 #: Whether the driver's libpq sends pipelines (14 and later).
 _PIPELINES = psycopg.Pipeline.is_supported()
 #: The columns of an attempt's run row (``JobRows._run_values``).
@@ -598,6 +635,28 @@ _CLAIM_NAMES = frozenset(
     {"row_id", "claim_attempt", "claim_started", "claim_due_by", "claim_token", "claim_lane",
      "limit_max"}
 )  # fmt: skip
+
+
+def _returns_rows(cursor: Any) -> bool:
+    """Whether ``cursor``'s statement returned rows: ``description is not None``, as
+    psycopg decides it, without building the columns."""
+    result = cursor.pgresult
+    return result is not None and (result.nfields > 0 or result.status in _TUPLES)
+
+
+def _literal(type_: Any, dialect: Dialect, value: Any) -> str | None:
+    """``value`` as a SQL literal of ``type_`` in a statement's text for the driver (the
+    dialect's own rendering, which doubles ``%`` for the driver's parameter formatting);
+    ``None`` for a value that stays a parameter (only strings and integers are written
+    out)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    if isinstance(value, str) and "\x00" in value:
+        return None
+    render = type_.literal_processor(dialect)
+    if render is None:
+        return None
+    return str(render(value))
 
 
 def _key_columns(outbox: Table, shape: tuple[bool, bool]) -> list[Column[Any]]:
