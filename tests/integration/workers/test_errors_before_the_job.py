@@ -85,6 +85,10 @@ def test_a_row_whose_headers_cannot_be_read_fails_at_once(asanoha_stack, databas
     qn = "early:job:retried"
     stack.app.jobs.pause(qn)
     row_id = stack.app.jobs.run(qn, {})
+    # Its message reaches the worker while the job is paused, and the row waits unpublished:
+    # a resume before that would race the worker's park, and the relay's copy of the
+    # message could find the attempt running (a look again at its time limit, minutes off).
+    assert stack.drain().paused == {qn: 1}
     outbox = stack.tables.outbox
     with stack.db.begin() as conn:
         # Written by hand, or by a release that stored them differently: not an object.
