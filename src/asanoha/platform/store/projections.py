@@ -92,7 +92,6 @@ def _default_or_none(declared: Field) -> Any:
     return declared.default
 
 
-#: ``Entity.__dict__`` key of ``_unwritten_columns`` (the definition is frozen).
 def _unwritten_columns(entity: Entity) -> dict[str, Any]:
     """What a created row holds in the columns its event does not set: a field declared
     after the event was written takes its default, as the revision that added its column
