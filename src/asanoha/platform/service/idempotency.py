@@ -291,13 +291,11 @@ def hold(
             "handler": key.handler_qn,
             "key": key.key,
         }
-        if conn.in_transaction():
-            # Every keyed write sends it: on the driver's cursor, without a result object.
-            held = first_row(conn, sql, parameters)
-            assert held is not None  # a LEFT JOIN from one row answers one row
-            found: Any = _Held(*held)
-        else:
-            found = conn.exec_driver_sql(sql, parameters).one()
+        # Every keyed write sends it inside its transaction (the lock is the transaction's):
+        # on the driver's cursor, without a result object.
+        held = first_row(conn, sql, parameters)
+        assert held is not None  # a LEFT JOIN from one row answers one row
+        found: Any = _Held(*held)
         if not found.locked:
             _wait_for(conn, space, lock, wait_seconds, key)
             found = _find(conn, tables, key)
