@@ -131,15 +131,15 @@ def worker_argv(
     extra: Sequence[str],
 ) -> list[str]:
     """The ``celery worker`` arguments of ``asanoha worker``: the queues of ``lanes``, then
-    the platform's own (consumer wake-ups, cron ticks), so that those never wait behind a
-    job backlog."""
-    from asanoha.workers.lanes import app_queues
+    the cron queue, so that ticks never wait behind a job backlog (consumer wake-ups are
+    consumed beside, on threads of their own)."""
+    from asanoha.workers.lanes import task_consumer_queues
 
     name = hostname or f"{settings.queue_prefix}@%h-{os.getpid()}"
     return [
         "worker",
         f"--concurrency={concurrency}",
-        f"--queues={','.join(app_queues(settings, lanes))}",
+        f"--queues={','.join(task_consumer_queues(settings, lanes))}",
         f"--hostname={name}",
         f"--loglevel={loglevel}",
         *extra,

@@ -171,6 +171,9 @@ class Settings(BaseSettings):
     #: After a commit that appended events a consumer follows, publish a (coalesced) task
     #: that advances the consumers.
     consumer_wake: bool = True
+    #: Threads of each worker's main process that run consumer wake-ups (never its job
+    #: pool): how many consumer partitions one worker advances at once on wake-ups.
+    consumer_wake_threads: int = Field(default=2, ge=1, le=64)
     #: Partitions a new job-trigger consumer gets (``asanoha consumers repartition`` changes
     #: an existing one): jobs triggered by events of different streams are enqueued in
     #: parallel.

@@ -35,6 +35,7 @@ from asanoha.workers.pending import BrokerProbe, make_probe
 from asanoha.workers.priorities import JobPriorities
 from asanoha.workers.relay_loop import RelayLoop
 from asanoha.workers.retry_policy import check_job_limits
+from asanoha.workers.wake_threads import WakeThreads, add_wake_consumer
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -161,7 +162,9 @@ def make_celery(app: App) -> CeleryJobs:
     register_cron_tasks(celery, app.service, settings, tenants=app.tenants)
     wakes = ConsumerWakes(celery, app.consumers, settings) if app.consumers else None
     if wakes is not None:
-        register_advance_task(celery, wakes)
+        threads = WakeThreads(settings.consumer_wake_threads)
+        register_advance_task(celery, wakes, threads)
+        add_wake_consumer(celery, threads, platform_queue(settings, "consumers"), ADVANCE_TASK_NAME)
         if settings.consumer_tick_interval > 0:
             add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
     outcomes = JobOutcomes(celery)

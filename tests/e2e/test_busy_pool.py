@@ -1,0 +1,90 @@
+"""An ``asanoha worker`` whose only pool process runs a long job still delivers a consumer
+on a wake-up at once: wake-ups run on threads of the worker's own, never in the pool."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from asanoha.app import App
+from asanoha.platform.model import SessionUser
+from asanoha.platform.settings import Settings
+from asanoha.testing.databases import TestDatabase
+from asanoha.workers.drain import Drainer
+from tests.e2e.busy_pool_app import feature
+from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.private_redis import PrivateRedis
+
+pytestmark = pytest.mark.e2e
+
+APP = "tests.e2e.busy_pool_app:app"
+ADMIN = SessionUser.of("admin-1", "default", ["Admin"])
+
+
+@pytest.fixture
+def app(private_redis: PrivateRedis) -> Iterator[App]:
+    suffix = secrets.token_hex(6)
+    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
+    settings = Settings(
+        database_url=database.url,
+        broker_url=private_redis.url,
+        queue_prefix=f"asanoha-e2e-{suffix}",
+        visibility_timeout=60,
+        job_timeout=20,
+        # Only the wake-up a write publishes can deliver the event.
+        consumer_tick_interval=0,
+    )
+    app = App([feature], settings)
+    try:
+        app.create_schema()
+        yield app
+    finally:
+        app.close()
+        database.drop()
+
+
+def _state(app: App, row_id: object) -> str:
+    outbox = app.service.tables.outbox
+    with app.database.connect() as conn:
+        return str(conn.execute(select(outbox.c.state).where(outbox.c.id == row_id)).scalar_one())
+
+
+def _delivered(app: App) -> int:
+    table = app.service.tables.entity("busypool:delivery")
+    with app.database.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def _wait_until(check: object, what: str) -> None:
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"not within {STEP_TIMEOUT} s: {what}"
+        time.sleep(0.05)
+
+
+def test_a_wake_up_delivers_while_the_only_pool_process_runs_a_job(app, tmp_path: Path):
+    release = tmp_path / "release"
+    worker = start_asanoha_worker(
+        app.settings, APP, concurrency=1, ASANOHA_CONSUMER_TICK_INTERVAL="0"
+    )
+    try:
+        row_id = app.service.enqueue_job(
+            "busypool:job:hold", {"release": str(release)}, SessionUser.system("default")
+        )
+        _wait_until(lambda: _state(app, row_id) == "running", "the job started")
+        app.service.dispatch_write("busypool:write:ring", {"n": 1}, ADMIN)
+        _wait_until(lambda: _delivered(app) == 1, "the event was delivered")
+        # Delivered while the job still held the pool's only process.
+        assert _state(app, row_id) == "running"
+        release.touch()
+        summary = Drainer(app).drain(timeout=60)
+        assert summary.failed == 0
+        assert _state(app, row_id) == "succeeded"
+    finally:
+        release.touch()
+        stop_processes([worker])

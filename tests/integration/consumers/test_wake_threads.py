@@ -1,0 +1,88 @@
+"""Consumer wake-ups run on threads of the worker's own: a pool busy with jobs neither holds
+them back nor lends them a slot."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from celery.signals import task_prerun
+from pydantic import BaseModel
+
+from asanoha import Access, Feature
+from asanoha.platform.consumers import ConsumerContext
+from asanoha.platform.store import StoredEvent
+from asanoha.testing import TestUsers
+from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
+from asanoha.workers.runtime import CONCURRENCY
+
+#: Seconds a test waits for the background driver (a bound, not a measurement).
+WAIT = 20
+
+
+class Ring(BaseModel):
+    n: int
+
+
+class Busy:
+    """Jobs that hold their pool slot until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.running = threading.Semaphore(0)
+
+    def hold(self) -> None:
+        self.running.release()
+        assert self.release.wait(WAIT * 2), "the test never released its jobs"
+
+
+def _feature(busy: Busy, seen: threading.Event) -> Feature:
+    feature = Feature("busy")
+    feature.event("rang", None)
+
+    @feature.write_handler("ring", access=Access(roles=["Admin"]))
+    def ring(payload: Ring, ctx: Any) -> None:
+        ctx.append_event("busy:event:rang", {"n": payload.n}, stream_id=str(uuid.uuid4()))
+
+    @feature.consumer("listen", on=["busy:event:rang"])
+    def listen(event: StoredEvent, ctx: ConsumerContext) -> None:
+        seen.set()
+
+    @feature.job("hold", manual=True)
+    def hold(payload: dict[str, Any], ctx: Any) -> None:
+        busy.hold()
+
+    return feature
+
+
+def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(asanoha_stack):
+    # Without the tick, only the wake-up task delivers the event. Every slot of the worker's
+    # pool runs a job that waits for the test: a wake-up taken by the pool (and counted in
+    # its prefetch of one message per slot) would wait for them.
+    busy, seen = Busy(), threading.Event()
+    stack = asanoha_stack(
+        features=[_feature(busy, seen)],
+        jobs=True,
+        settings={"consumer_wake": True, "consumer_tick_interval": 0},
+    )
+    threads: list[str] = []
+
+    def on_prerun(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "name", None) == ADVANCE_TASK_NAME:
+            threads.append(threading.current_thread().name)
+
+    task_prerun.connect(on_prerun, weak=False)
+    try:
+        for _ in range(CONCURRENCY):
+            stack.dispatch_job("busy:job:hold", {})
+        for _ in range(CONCURRENCY):
+            assert busy.running.acquire(timeout=WAIT), "the jobs never started"
+        stack.http.write_ok("busy:write:ring", {"n": 1}, TestUsers.admin)
+        assert seen.wait(WAIT), "the wake-up waited for the jobs"
+        assert not busy.release.is_set()
+        assert threads and all(name.startswith("asanoha-consumer-wake") for name in threads)
+    finally:
+        busy.release.set()
+        task_prerun.disconnect(on_prerun)
+    stack.drain(timeout=WAIT)
