@@ -130,16 +130,16 @@ def worker_argv(
     hostname: str | None,
     extra: Sequence[str],
 ) -> list[str]:
-    """The ``celery worker`` arguments of ``asanoha worker``: the queues of ``lanes``, then
-    the cron queue, so that ticks never wait behind a job backlog (consumer wake-ups are
-    consumed beside, on threads of their own)."""
-    from asanoha.workers.lanes import task_consumer_queues
+    """The ``celery worker`` arguments of ``asanoha worker``: the queues of ``lanes``. The
+    platform's own queues (consumer wake-ups, cron ticks) every worker consumes beside them,
+    on threads of its own (``workers/platform_threads``)."""
+    from asanoha.workers.lanes import lane_queues
 
     name = hostname or f"{settings.queue_prefix}@%h-{os.getpid()}"
     return [
         "worker",
         f"--concurrency={concurrency}",
-        f"--queues={','.join(task_consumer_queues(settings, lanes))}",
+        f"--queues={','.join(lane_queues(settings, lanes))}",
         f"--hostname={name}",
         f"--loglevel={loglevel}",
         *extra,

@@ -32,10 +32,10 @@ from asanoha.workers.log_hooks import keep_personal_values_out_of_task_lines
 from asanoha.workers.outbox_publisher import CeleryOutboxPublisher
 from asanoha.workers.outcomes import JobOutcomes
 from asanoha.workers.pending import BrokerProbe, make_probe
+from asanoha.workers.platform_threads import CRON_THREADS, PlatformThreads, add_platform_consumer
 from asanoha.workers.priorities import JobPriorities
 from asanoha.workers.relay_loop import RelayLoop
 from asanoha.workers.retry_policy import check_job_limits
-from asanoha.workers.wake_threads import WakeThreads, add_wake_consumer
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -160,13 +160,21 @@ def make_celery(app: App) -> CeleryJobs:
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)
     register_cron_tasks(celery, app.service, settings, tenants=app.tenants)
+    cron_threads = PlatformThreads(CRON_THREADS, "asanoha-cron")
+    platform_queues = {platform_queue(settings, "cron"): cron_threads}
+    platform_tasks = dict.fromkeys(
+        (CRON_TASK_NAME, PRUNE_TASK_NAME, PRUNE_EVENTS_TASK_NAME), cron_threads
+    )
     wakes = ConsumerWakes(celery, app.consumers, settings) if app.consumers else None
     if wakes is not None:
-        threads = WakeThreads(settings.consumer_wake_threads)
-        register_advance_task(celery, wakes, threads)
-        add_wake_consumer(celery, threads, platform_queue(settings, "consumers"), ADVANCE_TASK_NAME)
+        register_advance_task(celery, wakes)
+        wake_threads = PlatformThreads(settings.consumer_wake_threads, "asanoha-consumer-wake")
+        platform_queues[platform_queue(settings, "consumers")] = wake_threads
+        platform_tasks[ADVANCE_TASK_NAME] = wake_threads
         if settings.consumer_tick_interval > 0:
             add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
+    # Every worker runs them on threads of its main process, never in the job pool.
+    add_platform_consumer(celery, platform_queues, platform_tasks)
     outcomes = JobOutcomes(celery)
     relay = RelayLoop(
         app.database.url.render_as_string(hide_password=False),

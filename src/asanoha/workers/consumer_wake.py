@@ -19,7 +19,7 @@ rounds, so a partition whose writers never pause does not keep a wake-up thread 
 
 The tasks go to the consumers queue (``lanes.platform_queue``), never to a job lane: a job
 does not wait behind them, and the lane length a scaler reads counts jobs only. A worker
-runs them on a few threads of its main process, never in its job pool (``wake_threads``).
+runs them on a few threads of its main process, never in its job pool (``platform_threads``).
 
 After a round, a partition whose cursor another process held (a pass whose scan may have
 come before the event, an operator's command) gets a follow-up task shortly after, in the
@@ -46,7 +46,6 @@ from celery import Celery, Task
 from asanoha.platform.consumers import Consumers, PassResult, Wake
 from asanoha.platform.settings import Settings
 from asanoha.workers.lanes import platform_queue
-from asanoha.workers.wake_threads import WakeStrategy, WakeThreads
 
 ADVANCE_TASK_NAME = "asanoha.advance-consumers"
 #: Seconds between two wake-up requests of one process (each is a few statements on the
@@ -192,13 +191,10 @@ class ConsumerWakes:
         return True
 
 
-def register_advance_task(celery: Celery, wakes: ConsumerWakes, threads: WakeThreads) -> Task:
-    """The task that runs one consumer partition's wake-up (``ConsumerWakes.run``), on
-    ``threads`` of the worker's main process rather than in its pool (``wake_threads``)."""
+def register_advance_task(celery: Celery, wakes: ConsumerWakes) -> Task:
+    """The task that runs one consumer partition's wake-up (``ConsumerWakes.run``)."""
 
-    @celery.task(  # type: ignore[untyped-decorator]
-        name=ADVANCE_TASK_NAME, ignore_result=True, shared=False, Strategy=WakeStrategy(threads)
-    )
+    @celery.task(name=ADVANCE_TASK_NAME, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def advance_consumers(
         name: str | None = None, partition: int | None = None, token: str | None = None
     ) -> int:

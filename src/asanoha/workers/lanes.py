@@ -4,8 +4,9 @@ platform's own tasks have queues of their own beside them.
 The platform's tasks are not jobs: consumer wake-ups (at most one pending per consumer
 partition, see ``consumer_wake``), cron ticks and the prune of finished job rows. On a queue
 of their own they never wait behind a backlog of jobs, no job waits behind them, and a
-scaler watching the lane queues counts jobs only. Wake-ups do not even share the job pool:
-a worker runs them on threads of its own (``wake_threads``).
+scaler watching the lane queues counts jobs only. Nor do they share the job pool: a worker
+consumes them beside its task consumer and runs them on threads of its own
+(``platform_threads``).
 """
 
 from __future__ import annotations
@@ -48,13 +49,6 @@ def app_queues(settings: Settings, lanes: Sequence[Lane] = LANES) -> tuple[str, 
     return lane_queues(settings, lanes) + tuple(
         queue_name(settings.queue_prefix, kind) for kind in PLATFORM_QUEUES
     )
-
-
-def task_consumer_queues(settings: Settings, lanes: Sequence[Lane] = LANES) -> tuple[str, ...]:
-    """The queues a worker's task consumer takes (``--queues``): those of ``lanes``, then the
-    cron queue. The consumers queue is not among them: every worker consumes it beside, on
-    a channel and threads of its own (``wake_threads``)."""
-    return (*lane_queues(settings, lanes), platform_queue(settings, "cron"))
 
 
 def queue_for_job(settings: Settings, job: JobDef) -> str:

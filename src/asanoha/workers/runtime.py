@@ -14,7 +14,7 @@ from celery.worker import state as worker_state
 from asanoha.platform.model import SessionUser
 from asanoha.workers.dispatch import dispatch_job
 from asanoha.workers.drain import Drainer, DrainSummary
-from asanoha.workers.lanes import app_queues, delete_queues, task_consumer_queues
+from asanoha.workers.lanes import app_queues, delete_queues, lane_queues
 
 if TYPE_CHECKING:
     from asanoha.app import App
@@ -106,7 +106,7 @@ class JobRuntime:
                     pool="threads",
                     concurrency=concurrency,
                     perform_ping_check=False,
-                    queues=list(task_consumer_queues(app.settings)),
+                    queues=list(lane_queues(app.settings)),
                     shutdown_timeout=SHUTDOWN_TIMEOUT,
                 )
             )

@@ -32,7 +32,7 @@ def test_worker_consumes_every_lane_under_a_prefixed_name_by_default() -> None:
     assert argv == [
         "worker",
         "--concurrency=3",
-        "--queues=shop.worker,shop.api,shop.cron",
+        "--queues=shop.worker,shop.api",
         f"--hostname=shop@%h-{os.getpid()}",
         "--loglevel=INFO",
     ]
@@ -50,7 +50,7 @@ def test_worker_takes_lanes_hostname_level_and_celery_options_after_the_separato
     assert argv == [
         "worker",
         "--concurrency=1",
-        "--queues=shop.api,shop.worker,shop.cron",
+        "--queues=shop.api,shop.worker",
         "--hostname=reports@%h",
         "--loglevel=DEBUG",
         "--prefetch-multiplier=2",

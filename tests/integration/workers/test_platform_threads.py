@@ -1,9 +1,10 @@
-"""Consumer wake-ups run on threads of the worker's own: a pool busy with jobs neither holds
-them back nor lends them a slot."""
+"""The platform's tasks (consumer wake-ups, cron ticks) run on threads of the worker's own: a
+pool busy with jobs neither holds them back nor lends them a slot."""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -14,8 +15,11 @@ from asanoha import Access, Feature
 from asanoha.platform.consumers import ConsumerContext
 from asanoha.platform.store import StoredEvent
 from asanoha.testing import TestUsers
+from asanoha.workers.beat import CRON_TASK_NAME
 from asanoha.workers.consumer_wake import ADVANCE_TASK_NAME
+from asanoha.workers.lanes import platform_queue
 from asanoha.workers.runtime import CONCURRENCY
+from tests.integration.workers.conftest import job_rows
 
 #: Seconds a test waits for the background driver (a bound, not a measurement).
 WAIT = 20
@@ -53,7 +57,26 @@ def _feature(busy: Busy, seen: threading.Event) -> Feature:
     def hold(payload: dict[str, Any], ctx: Any) -> None:
         busy.hold()
 
+    @feature.job("tick", cron="*/5 * * * *")
+    def tick(payload: dict[str, Any], ctx: Any) -> None:
+        return None
+
     return feature
+
+
+def _ran_on(names: list[str], task: str) -> Any:
+    def on_prerun(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "name", None) == task:
+            names.append(threading.current_thread().name)
+
+    return on_prerun
+
+
+def _fill_the_pool(stack: Any, busy: Busy) -> None:
+    for _ in range(CONCURRENCY):
+        stack.dispatch_job("busy:job:hold", {})
+    for _ in range(CONCURRENCY):
+        assert busy.running.acquire(timeout=WAIT), "the jobs never started"
 
 
 def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(asanoha_stack):
@@ -67,17 +90,10 @@ def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(asanoha_stack):
         settings={"consumer_wake": True, "consumer_tick_interval": 0},
     )
     threads: list[str] = []
-
-    def on_prerun(sender: Any = None, **_: Any) -> None:
-        if getattr(sender, "name", None) == ADVANCE_TASK_NAME:
-            threads.append(threading.current_thread().name)
-
+    on_prerun = _ran_on(threads, ADVANCE_TASK_NAME)
     task_prerun.connect(on_prerun, weak=False)
     try:
-        for _ in range(CONCURRENCY):
-            stack.dispatch_job("busy:job:hold", {})
-        for _ in range(CONCURRENCY):
-            assert busy.running.acquire(timeout=WAIT), "the jobs never started"
+        _fill_the_pool(stack, busy)
         stack.http.write_ok("busy:write:ring", {"n": 1}, TestUsers.admin)
         assert seen.wait(WAIT), "the wake-up waited for the jobs"
         assert not busy.release.is_set()
@@ -86,3 +102,31 @@ def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(asanoha_stack):
         busy.release.set()
         task_prerun.disconnect(on_prerun)
     stack.drain(timeout=WAIT)
+
+
+def test_a_cron_tick_enqueues_its_job_while_every_pool_slot_holds_a_job(asanoha_stack):
+    busy = Busy()
+    stack = asanoha_stack(features=[_feature(busy, threading.Event())], jobs=True)
+    threads: list[str] = []
+    on_prerun = _ran_on(threads, CRON_TASK_NAME)
+    task_prerun.connect(on_prerun, weak=False)
+    try:
+        _fill_the_pool(stack, busy)
+        # As beat sends it: to the cron queue.
+        stack.app.celery.send_task(
+            CRON_TASK_NAME,
+            args=["busy:job:tick", "2026-05-04T12:00:00+00:00"],
+            queue=platform_queue(stack.app.settings, "cron"),
+        )
+        deadline = time.monotonic() + WAIT
+        while not [row for row in job_rows(stack) if row.job_qn == "busy:job:tick"]:
+            assert time.monotonic() < deadline, "the tick waited for the jobs"
+            time.sleep(0.05)
+        assert not busy.release.is_set()
+        assert threads == ["asanoha-cron_0"]
+    finally:
+        busy.release.set()
+        task_prerun.disconnect(on_prerun)
+    stack.drain(timeout=WAIT)
+    ticked = [row for row in job_rows(stack) if row.job_qn == "busy:job:tick"]
+    assert [row.state for row in ticked] == ["succeeded"]
