@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from playwright.sync_api import expect
 from sqlalchemy import func, select
 
+from asanoha.handlers import consumer_admin
 from asanoha.platform.consumers import ConsumerStatus
 from asanoha.platform.consumers.operations import consumer_statuses
+from asanoha.platform.model import SessionUser
 from asanoha.platform.store import StoredEvent
+from tests.integration.console.test_console_operations import console_page
 from tests.integration.consumers.conftest import Recorder, append, ledger
 
 NAME = "ledger:consumer:follow"
 OFF, ON = "tenant-off", "tenant-on"
+OPERATOR = SessionUser.of("ops-1", "ops", ["SystemAdmin"])
 
 
 def switch(stack: Any, tenant: str, *, enabled: bool) -> None:
@@ -189,3 +194,23 @@ def test_the_admin_status_counts_parked_events_in_each_tenants_view(consumer_sta
     assert seen_by(operator) == (0, 2)
     assert seen_by(admin_off) == (0, 2)
     assert seen_by(admin_on) == (0, 0)
+
+
+def test_the_consumers_page_shows_the_parked_events_beside_the_lag(consumer_stack, browser):
+    stack = consumer_stack(
+        [ledger(Recorder(), toggleable=True), consumer_admin.feature],
+        settings={"operator_tenant": OPERATOR.tenant_id},
+    )
+    switch(stack, OFF, enabled=False)
+    for n in range(3):
+        append(stack, "s", n, tenant=OFF)
+    append(stack, "s", 3, tenant=ON)
+    append(stack, "t", 0, tenant=ON)
+    stack.consumers.run_once([NAME])
+    assert (status_of(stack).lag, status_of(stack).parked) == (0, 3)
+
+    with console_page(stack, browser, OPERATOR) as page:
+        page.goto(page.url.replace("/jobs", "/consumers"))
+        row = page.locator(f'tr[data-consumer="{NAME}"]:not(.partition)')
+        expect(row.locator(".lag")).to_have_text("0 +3 parked")
+        expect(row.locator(".parked")).to_have_text("+3 parked")
