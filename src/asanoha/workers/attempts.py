@@ -596,7 +596,8 @@ class AttemptRunner:
         self._publish_woken(self._rows.wake_or_leave_to_relay(row_id, job.qn))
 
     def _publish_woken(self, woken: list[WaitingRow]) -> None:
-        """Publish the rows an end made due (the relay sends one whose publish fails)."""
+        """Publish the rows an end made due; the wake marked them published already, so
+        only a failed publish is marked (the relay sends that row)."""
         for row in woken:
             message = OutboxMessage(row.id, row.job_qn, attempt=row.attempt, priority=row.priority)
             try:
@@ -604,8 +605,7 @@ class AttemptRunner:
             except Exception:
                 log.warning("%s %s: publishing a woken row failed; the relay sends it",
                             row.job_qn, row.id, exc_info=True)  # fmt: skip
-            else:
-                self._mark_published([message], [])
+                self._mark_published([], [message])
 
 
 #: Seconds added to an attempt's hard time limit before another delivery takes it for dead:

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from asanoha import Concurrency
 from asanoha.platform.jobs import clocks, enqueue, publishing
@@ -70,3 +71,41 @@ def test_a_lost_wake_is_recovered_by_the_relay_at_its_time(asanoha_stack, databa
     assert [(message.id, message.attempt) for message in sent.messages] == [(second, 1)]
     # And the row it sent runs: the key is free.
     assert isinstance(rows.claim(second, 1, limit=ClaimLimit.of(job)), Claim)
+
+
+@pytest.mark.parametrize("database", ["postgres", "sqlite"])
+def test_a_woken_row_is_published_by_its_wake_and_relayed_when_its_publish_fails(
+    asanoha_stack, database
+):
+    stack = asanoha_stack(features=[feature], database=database)
+    job = stack.app.registry.job(QN)
+    rows = job_rows_for(stack.db, stack.tables)
+    ids = []
+    for _ in range(2):
+        message = OutboxMessage(uuid.uuid4(), QN, headers={"tenant_id": "default"})
+        with stack.db.begin() as conn:
+            ids.append(enqueue.place(conn, stack.tables, job, message).job_id)
+    first, second = ids
+    claim = rows.claim(first, 1, limit=ClaimLimit.of(job))
+    assert isinstance(claim, Claim)
+    ended, woken = rows.end_and_wake(first, QN, "default", 1, claim, AttemptEnd("ok", SUCCEEDED))
+    assert ended and [row.id for row in woken] == [second]
+
+    def published_at() -> Any:
+        outbox = stack.tables.outbox
+        with stack.db.connect() as conn:
+            query = select(outbox.c.published_at).where(outbox.c.id == second)
+            return conn.execute(query).scalar_one()
+
+    # Marked published in the wake's own transaction: the waker sends it right after, and
+    # the relay leaves it alone.
+    assert published_at() is not None
+    sent = Sent()
+    assert publishing.relay_outbox(stack.db, stack.tables, sent, limit=10) == 0
+    # The waker's publish failed: marked so, the relay sends it at once.
+    (row,) = woken
+    failed = OutboxMessage(row.id, row.job_qn, attempt=row.attempt, priority=row.priority)
+    rows.mark_published([], [failed])
+    assert published_at() is None
+    assert publishing.relay_outbox(stack.db, stack.tables, sent, limit=10) == 1
+    assert [(message.id, message.attempt) for message in sent.messages] == [(second, 1)]

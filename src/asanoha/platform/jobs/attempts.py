@@ -363,7 +363,12 @@ class JobRows:
         }
         # The wake of the oldest row waiting for each key of an ended row.
         self._wakes = {
-            column: control.wake_of_key(outbox, column, bindparam("wake_relay_after"))
+            column: control.wake_of_key(
+                outbox,
+                column,
+                bindparam("wake_relay_after"),
+                bindparam("wake_published_at", type_=outbox.c.published_at.type),
+            )
             for column in control.KEY_COLUMNS
         }
         self._park = (
@@ -790,9 +795,9 @@ class JobRows:
 
     def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
         """After an attempt of the row ``row_id`` ended: the oldest row waiting for each of
-        its keys, made due (its message is the caller's to publish; the relay sends it
-        should the caller not)."""
-        relay_after = self._woken_relay_after()
+        its keys, made due and marked published (its message is the caller's to publish,
+        right after; one it fails to publish it marks failed, and the relay sends it)."""
+        woken_values = self._woken_values()
 
         def write() -> list[WaitingRow]:
             with self._engine.begin() as conn:
@@ -801,7 +806,7 @@ class JobRows:
                     return []
                 # A claim that found the key busy holds these locks until its row waits.
                 lock_keys(conn, [key for key in (keys.concurrency_key, keys.slot_key) if key])
-                values = {"row_id": row_id, "wake_relay_after": relay_after}
+                values = {"row_id": row_id, **woken_values}
                 return [
                     woken_row(row)
                     for column in control.KEY_COLUMNS
@@ -843,10 +848,11 @@ class JobRows:
         publishing.mark_published(self._database, self._tables, sent, failed)
 
     @staticmethod
-    def _woken_relay_after() -> dt.datetime:
+    def _woken_values() -> dict[str, dt.datetime]:
         # The waker publishes the woken row itself, as the broker holds a countdown: the
         # relay's rule for a row published by someone else (``clocks.relay_time``).
-        return relay_time(clocks.now(), by_broker=True)
+        now = clocks.now()
+        return {"wake_relay_after": relay_time(now, by_broker=True), "wake_published_at": now}
 
     def forget_inherited_connections(self, **_: Any) -> None:
         """After a fork: drop connections of the parent (see ``Database``)."""

@@ -75,6 +75,8 @@ T = TypeVar("T")
 #: Connections of the claim/end engine kept idle per process (a pool process runs one job
 #: at a time; a thread-pool worker holds one per thread that runs jobs, without a limit).
 POOL_SIZE = 4
+#: The parameters of a wake that change with each call (``JobRows._woken_values``).
+WOKEN_PARAMS = ("wake_relay_after", "wake_published_at")
 
 
 class CompiledStatement:
@@ -197,7 +199,7 @@ class PostgresJobRows(JobRows):
         ]
         # A wake: the ended row's keys' locks, then the wake of each key.
         self._wake_sql = CompiledTransaction(
-            self._wake_statements(), dialect, {"row_id", "wake_relay_after"}
+            self._wake_statements(), dialect, {"row_id", *WOKEN_PARAMS}
         )
         # The end of an attempt of a key-limited job, then the wake (``end_and_wake``).
         end_names = {
@@ -208,7 +210,7 @@ class PostgresJobRows(JobRows):
         self._end_wake_sql = CompiledTransaction(
             [self._end_in_one(), *self._wake_statements()],
             dialect,
-            end_names | {"row_id", "wake_relay_after"},
+            end_names | {"row_id", *WOKEN_PARAMS},
         )
         self._url = database.url
         self._engine_: Engine | None = None
@@ -385,7 +387,7 @@ class PostgresJobRows(JobRows):
 
     def wake(self, row_id: uuid.UUID) -> list[WaitingRow]:
         """See ``JobRows.wake``: one transaction in one round trip."""
-        values = {"row_id": row_id, "wake_relay_after": self._woken_relay_after()}
+        values = {"row_id": row_id, **self._woken_values()}
 
         def run(cursor: Any) -> list[WaitingRow]:
             _, *woken = self._wake_sql.execute(cursor, values)
@@ -410,7 +412,7 @@ class PostgresJobRows(JobRows):
             return super().end_and_wake(row_id, job_qn, tenant_id, attempt, claim, end)
         finished = clocks.now()
         params = self._end_in_one_params(row_id, job_qn, tenant_id, attempt, claim, end, finished)
-        params["wake_relay_after"] = self._woken_relay_after()
+        params.update(self._woken_values())
 
         def run(cursor: Any) -> tuple[bool, list[WaitingRow]]:
             counted, _, *woken = self._end_wake_sql.execute(cursor, params)

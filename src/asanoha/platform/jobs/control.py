@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Table, Update, bindparam, select, update
 
 from asanoha.platform.jobs import clocks, guards, job_events
 from asanoha.platform.jobs.clocks import relay_time, relay_time_now
+from asanoha.platform.jobs.publishing import published_by_waker
 from asanoha.platform.jobs.states import CANCELLED, FAILED, PENDING, RUNNING, SUCCEEDED
 from asanoha.platform.store import Tables
 
@@ -85,11 +86,12 @@ def wake_next_of_keys(conn: Connection, tables: Tables, job_id: uuid.UUID) -> in
 KEY_COLUMNS = ("concurrency_key", "slot_key")
 
 
-def wake_of_key(outbox: Table, column: str, relay_after: Any) -> Update:
+def wake_of_key(outbox: Table, column: str, relay_after: Any, published_at: Any = None) -> Update:
     """The wake of the oldest row waiting for the key in ``column`` of the row ``:row_id``:
-    no longer waiting, due for the relay at ``relay_after``; returns its id, job, attempt
-    and priority (no row: nothing waits, or the row holds no such key). A row another wake
-    holds is skipped: that wake takes it."""
+    no longer waiting, due for the relay at ``relay_after`` (or, with ``published_at``,
+    published then by the waker: ``publishing.published_by_waker``); returns its id, job,
+    attempt and priority (no row: nothing waits, or the row holds no such key). A row
+    another wake holds is skipped: that wake takes it."""
     own = outbox.alias("own")
     waiting = outbox.alias("waiting")
     key = select(own.c[column]).where(own.c.id == bindparam("row_id")).scalar_subquery()
@@ -101,10 +103,11 @@ def wake_of_key(outbox: Table, column: str, relay_after: Any) -> Update:
         .with_for_update(skip_locked=True)
         .scalar_subquery()
     )
+    published = {} if published_at is None else published_by_waker(outbox, published_at)
     return (
         update(outbox)
         .where(outbox.c.id == oldest, guards.waiting(outbox))
-        .values(relay_after=relay_after, claim_token=None)
+        .values(relay_after=relay_after, claim_token=None, **published)
         .returning(outbox.c.id, outbox.c.job_qn, outbox.c.attempt, outbox.c.priority)
     )
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Table, Update, bindparam, func, select, update
+from sqlalchemy import Connection, Table, Update, bindparam, func, null, select, update
 
 from asanoha.platform.jobs import clocks, guards
 from asanoha.platform.jobs.clocks import relay_time_now
@@ -48,7 +48,8 @@ def publish_marks(outbox: Table) -> tuple[Update, Update]:
     before the publisher got here, and the mark must not land on the next attempt, nor on
     the same attempt snoozed (which a mark of "published" would leave waiting for a
     message nobody sends). A sent message's row is published at ``:mark_at``; a failed
-    one's is due for the relay then (no earlier than its ``not_before``).
+    one's is due for the relay then (no earlier than its ``not_before``), and no longer
+    published (its waker marked it published ahead: ``published_by_waker``).
     """
     at = bindparam("mark_at", type_=outbox.c.published_at.type)
     held = update(outbox).where(
@@ -59,8 +60,23 @@ def publish_marks(outbox: Table) -> tuple[Update, Update]:
     tried = outbox.c.publish_attempts + 1
     return (
         held.values(publish_attempts=tried, published_at=at),
-        held.values(publish_attempts=tried, relay_after=relay_time_now(outbox, at)),
+        held.values(
+            # NULL written into the statement: not a parameter each call must give.
+            publish_attempts=tried,
+            relay_after=relay_time_now(outbox, at),
+            published_at=null(),
+        ),
     )
+
+
+def published_by_waker(outbox: Table, at: Any) -> dict[str, Any]:
+    """The values that mark a woken row published at ``at`` in its wake's own statement
+    (``control.wake_of_key``): the waker publishes the row's message right after its commit,
+    and this spares the round trip of marking it after. A publish that fails is marked
+    failed (``publish_marks``), which makes the row due for the relay again; a waker that
+    dies in between leaves a row published with no message, which the relay sends again
+    once it is ``lost_after`` old, as any lost message."""
+    return {"published_at": at, "publish_attempts": outbox.c.publish_attempts + 1}
 
 
 def mark_values(message: OutboxMessage, at: dt.datetime) -> dict[str, Any]:
