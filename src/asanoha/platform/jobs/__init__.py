@@ -34,7 +34,8 @@ retry (operator)       ``control.retry_failed_row`` (the key rules: ``enqueue.an
 resume                 ``control.resume_rows``
 recover lost attempts  ``attempts.recover_lost_attempts``
 mark published         ``publishing.mark_published``, ``publishing.relay_outbox``,
-                       ``publishing.resend_lost_messages``, ``publishing.requeue_unclaimed``
+                       ``publishing.resend_lost_messages``, ``publishing.requeue_unclaimed``,
+                       ``publishing.published_by_waker`` (a woken row, in its wake)
 prune                  ``retention.prune_finished`` (keeps the boot jobs' records)
 =====================  ==================================================================
 """
