@@ -3,7 +3,6 @@ on a wake-up at once: wake-ups run on threads of the worker's own, never in the 
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +12,9 @@ from sqlalchemy import func, select
 
 from asanoha.app import App
 from asanoha.platform.model import SessionUser
-from asanoha.platform.settings import Settings
-from asanoha.testing.databases import TestDatabase
 from asanoha.workers.drain import Drainer
 from tests.e2e.busy_pool_app import feature
-from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.e2e.conftest import STEP_TIMEOUT, e2e_app, start_asanoha_worker, stop_processes
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
@@ -28,24 +25,8 @@ ADMIN = SessionUser.of("admin-1", "default", ["Admin"])
 
 @pytest.fixture
 def app(private_redis: PrivateRedis) -> Iterator[App]:
-    suffix = secrets.token_hex(6)
-    database = TestDatabase.create("postgres", f"asanoha_e2e_{suffix}")
-    settings = Settings(
-        database_url=database.url,
-        broker_url=private_redis.url,
-        queue_prefix=f"asanoha-e2e-{suffix}",
-        visibility_timeout=60,
-        job_timeout=20,
-        # Only the wake-up a write publishes can deliver the event.
-        consumer_tick_interval=0,
-    )
-    app = App([feature], settings)
-    try:
-        app.create_schema()
+    with e2e_app([feature], private_redis.url) as app:
         yield app
-    finally:
-        app.close()
-        database.drop()
 
 
 def _state(app: App, row_id: object) -> str:
@@ -69,6 +50,7 @@ def _wait_until(check: object, what: str) -> None:
 
 def test_a_wake_up_delivers_while_the_only_pool_process_runs_a_job(app, tmp_path: Path):
     release = tmp_path / "release"
+    # Without the tick, only the wake-up a write publishes can deliver the event.
     worker = start_asanoha_worker(
         app.settings, APP, concurrency=1, ASANOHA_CONSUMER_TICK_INTERVAL="0"
     )
