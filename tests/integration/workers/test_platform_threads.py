@@ -79,16 +79,12 @@ def _fill_the_pool(stack: Any, busy: Busy) -> None:
         assert busy.running.acquire(timeout=WAIT), "the jobs never started"
 
 
-def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(asanoha_stack):
+def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(jobs_stack):
     # Without the tick, only the wake-up task delivers the event. Every slot of the worker's
     # pool runs a job that waits for the test: a wake-up taken by the pool (and counted in
     # its prefetch of one message per slot) would wait for them.
     busy, seen = Busy(), threading.Event()
-    stack = asanoha_stack(
-        features=[_feature(busy, seen)],
-        jobs=True,
-        settings={"consumer_wake": True, "consumer_tick_interval": 0},
-    )
+    stack = jobs_stack([_feature(busy, seen)], consumer_wake=True, consumer_tick_interval=0)
     threads: list[str] = []
     on_prerun = _ran_on(threads, ADVANCE_TASK_NAME)
     task_prerun.connect(on_prerun, weak=False)
@@ -104,9 +100,9 @@ def test_a_wake_up_runs_while_every_pool_slot_holds_a_job(asanoha_stack):
     stack.drain(timeout=WAIT)
 
 
-def test_a_cron_tick_enqueues_its_job_while_every_pool_slot_holds_a_job(asanoha_stack):
+def test_a_cron_tick_enqueues_its_job_while_every_pool_slot_holds_a_job(jobs_stack):
     busy = Busy()
-    stack = asanoha_stack(features=[_feature(busy, threading.Event())], jobs=True)
+    stack = jobs_stack([_feature(busy, threading.Event())])
     threads: list[str] = []
     on_prerun = _ran_on(threads, CRON_TASK_NAME)
     task_prerun.connect(on_prerun, weak=False)
