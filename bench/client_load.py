@@ -77,13 +77,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--seconds", type=float, default=20.0, help="of writes per count")
     parser.add_argument("--rounds", type=int, default=1, help="each count's best is kept")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 4 and 8 clients, 2 s")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 and 4 clients, 1 s")
     parser.add_argument("--database-url", default=ADMIN_URL, help="admin URL (creates dbs)")
     parser.add_argument("--broker-url", default=BROKER_URL)
     parser.add_argument("--json", help="write the figures to this file (for run_all.py)")
     args = parser.parse_args(argv)
+    args.warm_up = max(2.0, args.seconds / 5)
     if args.quick:
-        args.clients, args.seconds, args.rounds = [4, 8], 2.0, 1
+        args.clients, args.seconds, args.rounds, args.warm_up = [2, 4], 1.0, 1, 1.0
     return args
 
 
@@ -164,7 +165,7 @@ def measure(clients: int, secret: str, args: argparse.Namespace) -> Loaded:
                     }
 
                 # Every API process, connection pool and worker warmed up first.
-                run_clients(base_url, token, clients, max(2.0, args.seconds / 5))
+                run_clients(base_url, token, clients, args.warm_up)
                 counts.settle()
                 before = counts.read()
                 with sampling(args.broker_url, prefix) as longest:
