@@ -51,8 +51,8 @@ def test_a_compiled_transaction_keeps_each_statements_constants_and_commits_as_o
     stack = asanoha_stack(features=[feature], database="postgres")
     dialect = stack.db.engine.dialect
     pauses = stack.tables.job_pauses
-    both = CompiledTransaction([select(literal(1)), select(literal("two"))], dialect, set())
-    failing = CompiledTransaction(
+    both = CompiledTransaction.compile([select(literal(1)), select(literal("two"))], dialect, set())
+    failing = CompiledTransaction.compile(
         [
             insert(pauses).values(target="keylocks:job:apply", paused_at=dt.datetime.now(dt.UTC)),
             select(text("CAST('not a number' AS integer)")),
@@ -81,7 +81,7 @@ def test_a_compiled_transactions_constants_are_sent_as_written_on_every_connecti
     stack = asanoha_stack(features=[feature], database="postgres")
     dialect = stack.db.engine.dialect
     # Written into the statement's text: quotes and the driver's own "%" survive it.
-    quoted = CompiledTransaction(
+    quoted = CompiledTransaction.compile(
         [
             select(literal("it's 100%s %(param_2)s"), literal(-7)),
             select(literal(None), literal("%%")),

@@ -136,13 +136,19 @@ class CompiledTransaction:
 
     __slots__ = ("_cursors", "parts")
 
-    def __init__(
-        self, statements: Sequence[ClauseElement], dialect: Dialect, names: Collection[str]
-    ) -> None:
-        self.parts = [CompiledStatement(statement, dialect, names) for statement in statements]
+    def __init__(self, parts: Sequence[CompiledStatement]) -> None:
+        self.parts = list(parts)
         #: The statements' cursors on each connection, by the connection's id: made once
         #: per connection, not per call (a cursor costs about what a statement's values do).
         self._cursors: dict[int, tuple[Any, list[Any]]] = {}
+
+    @classmethod
+    def compile(
+        cls, statements: Sequence[ClauseElement], dialect: Dialect, names: Collection[str]
+    ) -> CompiledTransaction:
+        """The transaction of ``statements``, each compiled with ``names`` as the
+        parameters a call gives."""
+        return cls([CompiledStatement(statement, dialect, names) for statement in statements])
 
     def execute(self, cursor: Any, values: Mapping[str, Any]) -> list[list[Any]]:
         """Send the transaction on ``cursor``'s connection; the rows of each statement, in
@@ -187,7 +193,7 @@ class PostgresJobRows(JobRows):
         outbox = tables.outbox
         # A limited claim: its keys' locks, then the claim (see ``JobRows._claim_limited``).
         self._limited_sql = {
-            shape: CompiledTransaction(
+            shape: CompiledTransaction.compile(
                 [key_locks(outbox, _key_columns(outbox, shape)), claim], dialect, _CLAIM_NAMES
             )
             for shape, claim in self._limited_claims.items()
@@ -198,20 +204,11 @@ class PostgresJobRows(JobRows):
             CompiledStatement(mark, dialect) for mark in publishing.publish_marks(outbox)
         ]
         # A wake: the ended row's keys' locks, then the wake of each key.
-        self._wake_sql = CompiledTransaction(
+        self._wake_sql = CompiledTransaction.compile(
             self._wake_statements(), dialect, {"row_id", *WOKEN_PARAMS}
         )
         # The end of an attempt of a key-limited job, then the wake (``end_and_wake``).
-        end_names = {
-            name
-            for name, value in self._end_in_one().compile(dialect=dialect).params.items()
-            if value is None
-        }
-        self._end_wake_sql = CompiledTransaction(
-            [self._end_in_one(), *self._wake_statements()],
-            dialect,
-            end_names | {"row_id", *WOKEN_PARAMS},
-        )
+        self._end_wake_sql = CompiledTransaction([self._end_sql, *self._wake_sql.parts])
         self._url = database.url
         self._engine_: Engine | None = None
         self._ends_engine_: Engine | None = None
