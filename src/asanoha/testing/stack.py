@@ -93,7 +93,11 @@ class Stack:
         replica: bool = False,
     ) -> None:
         suffix = secrets.token_hex(6)
-        self._database = TestDatabase.create(database, f"asanoha_t_{suffix}")
+        # The platform's tables come with the database (a copy of the run's template); the
+        # schema step below adds the features' tables and checks the whole.
+        self._database = TestDatabase.create(
+            database, f"asanoha_t_{suffix}", with_platform_tables=True
+        )
         if replica:
             settings = _with_replica(settings, self._database.replica_url)
         self._jobs: JobRuntime | None = None
