@@ -80,6 +80,9 @@ BENCHMARKS = (
             *("--jobs", "100", "--events", "100"),
         ),
     ),
+    # serve --workers 2 and two workers under a few, then more clients whose writes start a
+    # job and feed a consumer (quick: 2 and 4 clients).
+    Benchmark("client_load.py", quick=("--quick",)),
     # Last: loading a million events leaves Postgres busy for a while afterwards (autovacuum,
     # checkpoints), which would slow the database-bound benchmarks that came after it.
     Benchmark("job_table.py", quick=("--rows", "20000", "--cycles", "20", "--rounds", "1")),
