@@ -9,7 +9,8 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -95,3 +96,13 @@ def stop_processes(processes: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wait_until(check: Callable[[], object], what: str) -> None:
+    """Poll ``check`` (the database: the work happens in other processes) until it holds,
+    for at most ``STEP_TIMEOUT`` seconds."""
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {STEP_TIMEOUT} s: {what}")
+        time.sleep(0.1)

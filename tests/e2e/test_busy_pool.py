@@ -3,7 +3,6 @@ on a wake-up at once: wake-ups run on threads of the worker's own, never in the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from asanoha.app import App
 from asanoha.platform.model import SessionUser
 from asanoha.workers.drain import Drainer
 from tests.e2e.busy_pool_app import feature
-from tests.e2e.conftest import STEP_TIMEOUT, e2e_app, start_asanoha_worker, stop_processes
+from tests.e2e.conftest import e2e_app, start_asanoha_worker, stop_processes, wait_until
+from tests.e2e.test_job_control_processes import row, wait_for
 from tests.private_redis import PrivateRedis
 
 pytestmark = pytest.mark.e2e
@@ -29,23 +29,10 @@ def app(private_redis: PrivateRedis) -> Iterator[App]:
         yield app
 
 
-def _state(app: App, row_id: object) -> str:
-    outbox = app.service.tables.outbox
-    with app.database.connect() as conn:
-        return str(conn.execute(select(outbox.c.state).where(outbox.c.id == row_id)).scalar_one())
-
-
 def _delivered(app: App) -> int:
     table = app.service.tables.entity("busypool:delivery")
     with app.database.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
-
-
-def _wait_until(check: object, what: str) -> None:
-    deadline = time.monotonic() + STEP_TIMEOUT
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"not within {STEP_TIMEOUT} s: {what}"
-        time.sleep(0.05)
 
 
 def test_a_wake_up_delivers_while_the_only_pool_process_runs_a_job(app, tmp_path: Path):
@@ -58,15 +45,15 @@ def test_a_wake_up_delivers_while_the_only_pool_process_runs_a_job(app, tmp_path
         row_id = app.service.enqueue_job(
             "busypool:job:hold", {"release": str(release)}, SessionUser.system("default")
         )
-        _wait_until(lambda: _state(app, row_id) == "running", "the job started")
+        wait_for(app, row_id, "running")
         app.service.dispatch_write("busypool:write:ring", {"n": 1}, ADMIN)
-        _wait_until(lambda: _delivered(app) == 1, "the event was delivered")
+        wait_until(lambda: _delivered(app) == 1, "the event was delivered")
         # Delivered while the job still held the pool's only process.
-        assert _state(app, row_id) == "running"
+        assert row(app, row_id)[0] == "running"
         release.touch()
         summary = Drainer(app).drain(timeout=60)
         assert summary.failed == 0
-        assert _state(app, row_id) == "succeeded"
+        assert row(app, row_id)[0] == "succeeded"
     finally:
         release.touch()
         stop_processes([worker])

@@ -5,7 +5,6 @@ workers deliver them, each stream in order, each event once."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from sqlalchemy import select
 
 from asanoha.app import App
 from asanoha.platform.model import SessionUser
-from tests.e2e.conftest import STEP_TIMEOUT, e2e_app, start_asanoha_worker, stop_processes
+from tests.e2e.conftest import e2e_app, start_asanoha_worker, stop_processes, wait_until
 from tests.e2e.parking_app import CONSUMER, feature
 from tests.private_redis import PrivateRedis
 
@@ -37,13 +36,6 @@ def _deliveries(app: App) -> list[Any]:
         return list(conn.execute(query.order_by(table.c.created_at, table.c.n)).all())
 
 
-def _wait_until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + STEP_TIMEOUT
-    while not check():
-        assert time.monotonic() < deadline, f"not within {STEP_TIMEOUT} s: {what}"
-        time.sleep(0.1)
-
-
 def _write(app: App, tenant: str, n: int) -> None:
     admin = SessionUser.of(f"admin-{tenant}", tenant, ["Admin"])
     for stream in range(STREAMS):
@@ -63,8 +55,8 @@ def test_a_switched_off_tenants_events_wait_and_then_come_in_order(private_redis
             for n in range(PER_STREAM):
                 _write(app, ON, n)
             expected_on = STREAMS * PER_STREAM
-            _wait_until(lambda: len(_deliveries(app)) >= expected_on, "the other tenant's events")
-            _wait_until(
+            wait_until(lambda: len(_deliveries(app)) >= expected_on, "the other tenant's events")
+            wait_until(
                 lambda: (
                     next(s for s in app.consumers.status() if s.name == CONSUMER).parked
                     == STREAMS * PER_STREAM
@@ -75,7 +67,7 @@ def test_a_switched_off_tenants_events_wait_and_then_come_in_order(private_redis
 
             _switch(app, OFF, enabled=True)
             everything = 2 * STREAMS * PER_STREAM
-            _wait_until(lambda: len(_deliveries(app)) >= everything, "the parked events")
+            wait_until(lambda: len(_deliveries(app)) >= everything, "the parked events")
             time.sleep(1)  # a second delivery of any of them would show by now
             rows = _deliveries(app)
             assert len(rows) == everything

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from asanoha.platform.settings import Settings
 from asanoha.testing.databases import TestDatabase
 from asanoha.workers import JobFailedError
 from asanoha.workers.drain import Drainer
-from tests.e2e.conftest import STEP_TIMEOUT, start_asanoha_worker, stop_processes
+from tests.e2e.conftest import start_asanoha_worker, stop_processes, wait_until
 from tests.e2e.job_app import feature
 from tests.e2e.outage_app import VISIBILITY_TIMEOUT
 from tests.e2e.outage_app import feature as outage
@@ -59,15 +59,6 @@ def _count(app: App, table: Any, *where: Any) -> int:
         return int(conn.execute(select(func.count()).select_from(table).where(*where)).scalar_one())
 
 
-def _wait_until(check: Callable[[], bool], what: str) -> None:
-    """Poll the database: the work happens in other processes."""
-    deadline = time.monotonic() + STEP_TIMEOUT
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {STEP_TIMEOUT} s: {what}")
-        time.sleep(0.1)
-
-
 def test_two_pool_processes_run_a_backlog_of_writing_jobs_losing_and_repeating_none(fleet):
     app, workers = fleet
     for n in range(300):
@@ -100,9 +91,7 @@ def test_a_write_committed_while_the_broker_is_down_runs_its_job_once_it_is_back
     private_redis.start()
     # Only a worker runs: its relay publishes the row, its pool runs the job.
     workers.append(start_asanoha_worker(app.settings, APP, concurrency=1))
-    _wait_until(
-        lambda: _count(app, outbox, outbox.c.state == "succeeded") == 1, "the job succeeded"
-    )
+    wait_until(lambda: _count(app, outbox, outbox.c.state == "succeeded") == 1, "the job succeeded")
     marks = app.service.tables.entity("fleet:mark")
     with app.database.connect() as conn:
         assert list(conn.execute(select(marks.c.n)).scalars()) == [7]
@@ -151,7 +140,7 @@ def test_two_workers_holding_unacked_messages_outlive_a_redis_shutdown_and_run_e
             workers.append(start_asanoha_worker(settings, "tests.e2e.outage_app:app"))
         marks = app.service.tables.entity("outage:mark")
         # Both workers are busy: each holds the messages of the jobs it runs, unacknowledged.
-        _wait_until(lambda: _count(app, marks) >= 4, "the workers run jobs")
+        wait_until(lambda: _count(app, marks) >= 4, "the workers run jobs")
 
         private_redis.stop()
         # The outage lasts a while (a real delay): the workers lose Redis and retry.
