@@ -160,21 +160,20 @@ def make_celery(app: App) -> CeleryJobs:
     for job in registry.jobs:
         register_job_task(celery, runner, job, settings)
     register_cron_tasks(celery, app.service, settings, tenants=app.tenants)
-    cron_threads = PlatformThreads(CRON_THREADS, "asanoha-cron")
-    platform_queues = {platform_queue(settings, "cron"): cron_threads}
     platform_tasks = dict.fromkeys(
-        (CRON_TASK_NAME, PRUNE_TASK_NAME, PRUNE_EVENTS_TASK_NAME), cron_threads
+        (CRON_TASK_NAME, PRUNE_TASK_NAME, PRUNE_EVENTS_TASK_NAME),
+        PlatformThreads(CRON_THREADS, "asanoha-cron"),
     )
     wakes = ConsumerWakes(celery, app.consumers, settings) if app.consumers else None
     if wakes is not None:
         register_advance_task(celery, wakes)
-        wake_threads = PlatformThreads(settings.consumer_wake_threads, "asanoha-consumer-wake")
-        platform_queues[platform_queue(settings, "consumers")] = wake_threads
-        platform_tasks[ADVANCE_TASK_NAME] = wake_threads
+        platform_tasks[ADVANCE_TASK_NAME] = PlatformThreads(
+            settings.consumer_wake_threads, "asanoha-consumer-wake"
+        )
         if settings.consumer_tick_interval > 0:
             add_consumer_tick(celery, app.consumers, settings.consumer_tick_interval)
     # Every worker runs them on threads of its main process, never in the job pool.
-    add_platform_consumer(celery, platform_queues, platform_tasks)
+    add_platform_consumer(celery, platform_tasks)
     outcomes = JobOutcomes(celery)
     relay = RelayLoop(
         app.database.url.render_as_string(hide_password=False),

@@ -154,22 +154,22 @@ class PlatformStrategy:
         return on_task_message
 
 
-def add_platform_consumer(
-    celery: Celery, queues: Mapping[str, PlatformThreads], tasks: Mapping[str, PlatformThreads]
-) -> None:
+def add_platform_consumer(celery: Celery, tasks: Mapping[str, PlatformThreads]) -> None:
     """Run the platform ``tasks`` (task name -> its threads) on threads of every worker of
-    ``celery``: consumed from ``queues`` (queue -> the threads that bound its prefetch)
-    beside the task consumer, and given those strategies for a task consumer that takes
-    them anyway. The threads stop with the worker."""
+    ``celery``: consumed from the queues they are routed to, beside the task consumer, and
+    given those strategies for a task consumer that takes them anyway. The threads stop
+    with the worker."""
     for name, threads in tasks.items():
         celery.tasks[name].Strategy = PlatformStrategy(threads)
+    queues = {celery.amqp.router.route({}, name)["queue"].name for name in tasks}
+    pools = list({id(threads): threads for threads in tasks.values()}.values())
 
     class PlatformConsumerStep(bootsteps.ConsumerStep):  # type: ignore[misc]
         """Consumes the platform's queues beside the task consumer, on its own channel (so
         its own prefetch)."""
 
         def get_consumers(self, channel: Any) -> list[Consumer]:
-            for threads in queues.values():
+            for threads in pools:
                 threads.reopen()
             handlers = {
                 name: platform_handler(threads, celery.tasks[name], celery, self.worker_consumer)
@@ -194,7 +194,7 @@ def add_platform_consumer(
                 queues=[celery.amqp.queues[name] for name in queues],
                 on_message=on_message,
                 accept=celery.conf.accept_content,
-                prefetch_count=sum(threads.threads for threads in queues.values()),
+                prefetch_count=sum(threads.threads for threads in pools),
             )
             return [consumer]
 
@@ -206,7 +206,7 @@ def add_platform_consumer(
         """Closes the platform threads at the worker's stop, after their running tasks."""
 
         def stop(self, worker: Any) -> None:
-            for threads in {id(t): t for t in tasks.values()}.values():
+            for threads in pools:
                 threads.close()
 
         shutdown = stop
